@@ -5,6 +5,9 @@ Each subcommand lives in the module that owns its stage and exposes two function
     add_arguments(parser: argparse.ArgumentParser) -> None
     run(args: argparse.Namespace) -> int | None
 
+A module that sets `PASSES_BEAM_ARGS = True` receives the options it does not define in
+`args.beam_args`, for Beam's PipelineOptions (--runner, --direct_num_workers, --project, ...).
+
 Modules are imported only when their subcommand runs, so `albert vocab` never pays for torch or
 Prefect, and a missing optional dependency only affects the command that needs it.
 Bad arguments and expected failures (`UserError`) print one line, never a traceback.
@@ -22,6 +25,8 @@ from pipelines.errors import UserError
 COMMANDS: dict[str, tuple[str, str]] = {
     "vocab": ("pipelines.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
     "instances": ("pipelines.instances", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
+    "export": ("model.commands", "checkpoint folder -> transformers (hf) or original TF checkpoint"),
+    "import": ("model.commands", "original TF checkpoint + albert_config.json -> checkpoint folder"),
     "bench": ("flows.bench", "throughput benchmarks, side by side with references"),
 }
 
@@ -45,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[name][0])
     parser = argparse.ArgumentParser(prog=f"albert {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
-    args = parser.parse_args(rest)  # argparse prints a one-line error and exits 2 on bad arguments
+    if getattr(module, "PASSES_BEAM_ARGS", False):
+        # Options this command does not know are Beam's (--runner, --direct_num_workers, --project, ...).
+        args, args.beam_args = parser.parse_known_args(rest)
+    else:
+        args = parser.parse_args(rest)  # argparse prints a one-line error and exits 2 on bad arguments
     try:
         code = module.run(args)
     except UserError as err:

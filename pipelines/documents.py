@@ -10,8 +10,6 @@ Readers here are generators: they stream, so memory does not grow with the input
 
 from __future__ import annotations
 
-import glob
-import gzip
 import hashlib
 import io
 import json
@@ -33,13 +31,15 @@ def make_document(doc_id: str, source: str, sentences: list[str], title: str = "
     return doc
 
 
-def _open_text(path: str) -> io.TextIOBase:
-    """Open a local text file, .gz transparently. Undecodable bytes are kept as U+FFFD replacement
-    characters so one bad byte never loses a document; the instance stage counts them."""
-    if not os.path.exists(path):
+def open_text(path: str) -> io.TextIOBase:
+    """Open a text file, local or on any filesystem Beam knows (gs://...), .gz/.bz2 decompressed by
+    extension. Undecodable bytes become U+FFFD replacement characters so one bad byte never loses a
+    document; the instance stage counts them."""
+    from apache_beam.io.filesystems import FileSystems
+
+    if not FileSystems.exists(path):
         raise UserError(f"input file not found: {path}")
-    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+    return io.TextIOWrapper(FileSystems.open(path), encoding="utf-8", errors="replace", newline=None)
 
 
 def read_text_documents(path: str) -> Iterator[dict]:
@@ -49,7 +49,7 @@ def read_text_documents(path: str) -> Iterator[dict]:
     name = os.path.basename(path)
     sentences: list[str] = []
     n = 0
-    with _open_text(path) as f:
+    with open_text(path) as f:
         for line in f:
             line = line.strip()
             if line:
@@ -65,11 +65,12 @@ def read_text_documents(path: str) -> Iterator[dict]:
 
 def corpus_files(corpus_dir: str) -> list[str]:
     """The document shards of a finished corpus stage (it must have its manifest.json)."""
-    if not os.path.isdir(corpus_dir):
-        raise UserError(f"corpus folder not found: {corpus_dir}")
-    if not os.path.exists(os.path.join(corpus_dir, "manifest.json")):
-        raise UserError(f"{corpus_dir} has no manifest.json: the corpus stage did not finish")
-    files = sorted(glob.glob(os.path.join(corpus_dir, "docs-*.jsonl.gz")))
+    from apache_beam.io.filesystems import FileSystems
+
+    corpus_dir = corpus_dir.rstrip("/")
+    if not FileSystems.exists(corpus_dir + "/manifest.json"):
+        raise UserError(f"{corpus_dir} has no manifest.json: not a finished corpus-stage folder")
+    files = sorted(m.path for m in FileSystems.match([corpus_dir + "/docs-*.jsonl.gz"])[0].metadata_list)
     if not files:
         raise UserError(f"{corpus_dir} has no docs-*.jsonl.gz shards")
     return files
@@ -78,7 +79,7 @@ def corpus_files(corpus_dir: str) -> list[str]:
 def read_jsonl_documents(path: str) -> Iterator[dict]:
     """One JSON document per line (corpus-stage shards). Lines that do not parse are yielded as
     `{"_error": reason, "_raw": line}` so the caller can dead-letter them instead of crashing."""
-    with _open_text(path) as f:
+    with open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue

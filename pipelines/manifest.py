@@ -77,6 +77,8 @@ def read_manifest(stage_dir: str) -> dict:
     path = stage_dir.rstrip("/") + "/" + MANIFEST
     fs, _, (p,) = fsspec.get_fs_token_paths(path)
     if not fs.exists(p):
-        raise UserError(f"{stage_dir} has no {MANIFEST}: that stage did not finish (or this is the wrong folder)")
+        raise UserError(
+            f"{stage_dir} has no {MANIFEST}: that stage did not finish (or this is the wrong folder)"
+        )
     with fs.open(p, "r", encoding="utf-8") as f:
         return json.load(f)

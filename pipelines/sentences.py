@@ -16,7 +16,23 @@ _CLOSERS = "”’」』）)】》\"'"
 _ZH_SPLIT = re.compile(rf"({_ZH_END}[{re.escape(_CLOSERS)}]*)")
 # A Latin full stop ends a sentence only when white space follows.
 _LATIN_END = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9\u4e00-\u9fff])")
-_ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "prof", "st", "vs", "etc", "e.g", "i.e", "no", "fig", "jr", "sr", "inc"}
+_ABBREVIATIONS = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "st",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "no",
+    "fig",
+    "jr",
+    "sr",
+    "inc",
+}
 _SOFT_BREAKS = re.compile(r"(?<=[，,、：:])")
 _WS = re.compile(r"\s+")
 
@@ -29,7 +45,9 @@ def _split_latin(text: str) -> list[str]:
         end = m.start(1) + len(m.group(1))
         head = text[start:end]
         last_word = head.rstrip(".!?\"')]").rsplit(" ", 1)[-1].lower()
-        if head.endswith(".") and (last_word in _ABBREVIATIONS or (len(last_word) == 1 and last_word.isalpha())):
+        if head.endswith(".") and (
+            last_word in _ABBREVIATIONS or (len(last_word) == 1 and last_word.isalpha())
+        ):
             continue
         out.append(head)
         start = m.end()

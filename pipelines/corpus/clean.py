@@ -1,0 +1,151 @@
+"""Per-record logic of the corpus stage (pure functions; the Beam DoFns in pipeline.py call these).
+
+    raw record --clean_record--> ("doc", cleaned doc) | ("drop", rejected record)
+    cleaned doc --fingerprint--> text hash, MinHash signature, cross-document line keys
+    cleaned doc + dedup verdicts --finalize_document--> ("doc", output document) | ("drop", rejected)
+
+A cleaned doc is `{id, source, title, url, lines: [str], where}`; an output document is the contract
+of pipelines.documents (`{id, source, title, url, sentences}`); a rejected record is
+
+    {id, source, reason, dead_letter, stage, detail, where, title, excerpt}
+
+with `dead_letter` true for records that could not be read or processed at all.
+"""
+
+from __future__ import annotations
+
+import xxhash
+
+from pipelines.corpus import filters, minhash, wikitext
+from pipelines.corpus.normalize import ChineseConverter, normalize_text
+from pipelines.corpus.options import CorpusOptions
+from pipelines.documents import make_document
+from pipelines.sentences import split_sentences
+
+_EXCERPT = 200
+
+
+def rejected(
+    record: dict, reason: str, stage: str, detail: str = "", dead_letter: bool = False, text: str | None = None
+) -> dict:
+    if text is None:
+        text = record.get("text") or "\n".join(record.get("lines") or []) or record.get("raw") or ""
+    return {
+        "id": record.get("id"),
+        "source": record.get("source", ""),
+        "reason": reason,
+        "dead_letter": dead_letter,
+        "stage": stage,
+        "detail": detail or record.get("detail", ""),
+        "where": record.get("where", ""),
+        "title": record.get("title", ""),
+        "excerpt": text[:_EXCERPT],
+    }
+
+
+def dead_letter(error_record: dict) -> dict:
+    """A reader's error record as a rejected record."""
+    return rejected(error_record, error_record["error"], "read", dead_letter=True)
+
+
+def wiki_page_verdict(record: dict) -> str | None:
+    """Why a zhwiki page is not an article: only the main namespace, no redirects or disambiguation."""
+    if record.get("ns", 0) != 0:
+        return "not_main_namespace"
+    if record.get("redirect") or wikitext.is_redirect(record["text"]):
+        return "redirect"
+    if wikitext.is_disambiguation(record.get("title", ""), record["text"]):
+        return "disambiguation"
+    return None
+
+
+def clean_record(record: dict, opts: CorpusOptions, convert: ChineseConverter | None) -> tuple[str, dict, dict]:
+    """Raw record -> ("doc", cleaned doc, line-rule counts) or ("drop", rejected record, counts)."""
+    if record.get("markup") == "wiki":
+        reason = wiki_page_verdict(record)
+        if reason:
+            return "drop", rejected(record, reason, "read"), {}
+        paragraphs = wikitext.wikitext_to_paragraphs(record["text"])
+    else:
+        paragraphs = record["text"].split("\n")
+    text = normalize_text("\n".join(paragraphs), convert)
+    lines = [line for line in text.split("\n") if line]
+    lines, removed = filters.remove_boilerplate_lines(lines)
+    doc = {
+        "id": record["id"],
+        "source": record["source"],
+        "title": normalize_text(record.get("title") or "", convert).replace("\n", " "),
+        "url": record.get("url") or "",
+        "lines": lines,
+        "where": record.get("where", ""),
+    }
+    reason = filters.first_failure(lines, opts)
+    if reason:
+        return "drop", rejected(doc, reason, "filter"), removed
+    return "doc", doc, removed
+
+
+def text_hash(lines: list[str]) -> str:
+    """Exact-duplicate key: 128-bit hash of the normalized text."""
+    return xxhash.xxh3_128_hexdigest("\n".join(lines).encode("utf-8"))
+
+
+def line_hash(line: str) -> int:
+    return xxhash.xxh64_intdigest(filters.line_key(line).encode("utf-8"))
+
+
+def line_hashes(lines: list[str], opts: CorpusOptions) -> list[int]:
+    """Distinct cross-document keys of the lines long enough to count as repeated."""
+    return sorted({line_hash(line) for line in lines if len(line) >= opts.line_min_chars})
+
+
+def doc_signature(lines: list[str], opts: CorpusOptions) -> bytes:
+    sh = minhash.shingles("\n".join(lines), opts.shingle_chars, opts.shingle_words)
+    return minhash.signature(sh, opts.num_perm, opts.minhash_seed).tobytes()
+
+
+def finalize_document(
+    docs: list[dict],
+    exact_of: str | None,
+    near_of: str | None,
+    line_removals: set[tuple[int, str]],
+    opts: CorpusOptions,
+) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """Apply the dedup verdicts for ONE id to its cleaned doc(s), then segment.
+
+    Returns (kept output documents, rejected records, lines removed per reason). Several docs under one
+    id (the same text twice in a source, or a repeated native id) keep one: the first in a fixed order."""
+    kept, dropped, removed = [], [], {}
+    docs = sorted(docs, key=lambda d: (d["lines"], d["title"], d["where"]))
+    doc, rest = docs[0], docs[1:]
+    for other in rest:
+        same = other["lines"] == doc["lines"]
+        dropped.append(
+            rejected(other, "exact_duplicate" if same else "duplicate_id", "dedup", f"duplicate of {doc['id']}")
+        )
+    if exact_of is not None:
+        dropped.append(rejected(doc, "exact_duplicate", "dedup", f"duplicate of {exact_of}"))
+        return kept, dropped, removed
+    if near_of is not None:
+        dropped.append(rejected(doc, "near_duplicate", "dedup", f"near-duplicate of {near_of}"))
+        return kept, dropped, removed
+    lines = doc["lines"]
+    if line_removals:
+        by_key = dict(line_removals)
+        keep = []
+        for line in lines:
+            reason = by_key.get(line_hash(line)) if len(line) >= opts.line_min_chars else None
+            if reason:
+                removed[reason] = removed.get(reason, 0) + 1
+            else:
+                keep.append(line)
+        lines = keep
+        if filters.count_chars(lines) < max(1, opts.min_chars):
+            dropped.append(rejected(doc, "too_short_after_line_dedup", "dedup"))
+            return kept, dropped, removed
+    sentences = [s for line in lines for s in split_sentences(line, opts.max_sentence_chars)]
+    if not sentences:
+        dropped.append(rejected(doc, "empty", "dedup"))
+        return kept, dropped, removed
+    kept.append(make_document(doc["id"], doc["source"], sentences, title=doc["title"], url=doc["url"]))
+    return kept, dropped, removed

@@ -1,0 +1,227 @@
+"""Quality rules for Chinese documents: each a small named pure function.
+
+Document filters take the cleaned lines of a document and return a drop reason or None; they run in
+`DOCUMENT_FILTERS` order and the first reason wins. Line rules return True for a line to remove.
+Thresholds come from `CorpusOptions` (documented there).
+
+The repetition measures follow Gopher (Rae et al. 2021, appendix A) computed on characters instead of
+words, since Chinese has no spaces: duplicate lines, the share of text covered by the most frequent
+n-gram (n = 2..4) and by n-grams that occur more than once (n = 5..10).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from pipelines.corpus.options import CorpusOptions
+
+# --- character classes ------------------------------------------------------------------------------
+_CJK_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+_NON_WORD = re.compile(r"[\W_]+")
+_SPACE = re.compile(r"\s+")
+_TERMINAL = re.compile(r"[。！？!?….；;：:][\"'”’」』）)》]*$")
+
+
+def count_chars(lines: list[str]) -> int:
+    """Characters without white space."""
+    return sum(len(_SPACE.sub("", line)) for line in lines)
+
+
+def cjk_ratio(text: str) -> float:
+    """CJK ideographs / (letters + digits + ideographs). 0.0 for text without any of them."""
+    words = len(_NON_WORD.sub("", text))
+    if not words:
+        return 0.0
+    return (len(text) - len(_CJK_IDEOGRAPH.sub("", text))) / words
+
+
+def terminal_ratio(lines: list[str]) -> float:
+    """Share of characters that lie in lines ending with terminal punctuation (。！？!?…, a Latin full
+    stop, or ；： that close list items and lead-ins, optionally followed by closing quotes)."""
+    total = sum(len(line) for line in lines)
+    if not total:
+        return 0.0
+    return sum(len(line) for line in lines if _TERMINAL.search(line)) / total
+
+
+def duplicate_line_ratios(lines: list[str]) -> tuple[float, float]:
+    """(share of lines that repeat an earlier line, share of characters in those lines)."""
+    if not lines:
+        return 0.0, 0.0
+    seen: set[str] = set()
+    dup_lines = dup_chars = 0
+    for line in lines:
+        if line in seen:
+            dup_lines += 1
+            dup_chars += len(line)
+        seen.add(line)
+    return dup_lines / len(lines), dup_chars / max(1, sum(len(line) for line in lines))
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def char_ngram_hashes(codepoints: np.ndarray, n: int) -> np.ndarray:
+    """64-bit hashes of every character n-gram (len(codepoints) - n + 1 of them), vectorised:
+    a polynomial hash over the n shifted views of the code-point array, in wrapping uint64."""
+    m = len(codepoints) - n + 1
+    if m <= 0:
+        return np.empty(0, dtype=np.uint64)
+    h = np.zeros(m, dtype=np.uint64)
+    for j in range(n):
+        h = h * _MIX + codepoints[j : j + m]
+    return h
+
+
+def codepoints(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+
+
+def top_ngram_ratio(cps: np.ndarray, n: int) -> float:
+    """Share of characters covered by the single most frequent character n-gram (count * n / len)."""
+    h = char_ngram_hashes(cps, n)
+    if not len(h):
+        return 0.0
+    _, counts = np.unique(h, return_counts=True)
+    top = int(counts.max())
+    return 0.0 if top < 2 else min(1.0, top * n / len(cps))
+
+
+def duplicate_ngram_ratio(cps: np.ndarray, n: int) -> float:
+    """Share of characters covered by character n-grams that occur more than once."""
+    h = char_ngram_hashes(cps, n)
+    if not len(h):
+        return 0.0
+    _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
+    starts = np.flatnonzero(counts[inverse] > 1)
+    if not len(starts):
+        return 0.0
+    cover = np.zeros(len(cps) + 1, dtype=np.int32)
+    np.add.at(cover, starts, 1)
+    np.add.at(cover, starts + n, -1)
+    return float((np.cumsum(cover[:-1]) > 0).mean())
+
+
+# --- document filters: (lines, text, options) -> reason | None ------------------------------------------
+
+
+def length_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
+    n = count_chars(lines)
+    if n == 0:
+        return "empty"
+    if n < opts.min_chars:
+        return "too_short"
+    if n > opts.max_chars:
+        return "too_long"
+    return None
+
+
+def cjk_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
+    return "low_cjk_ratio" if cjk_ratio(text) < opts.min_cjk_ratio else None
+
+
+def terminal_punct_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
+    return "no_terminal_punct" if terminal_ratio(lines) < opts.min_terminal_ratio else None
+
+
+def repeated_lines_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
+    by_lines, by_chars = duplicate_line_ratios(lines)
+    if by_lines > opts.max_dup_line_ratio or by_chars > opts.max_dup_line_char_ratio:
+        return "repeated_lines"
+    return None
+
+
+def repeated_ngrams_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
+    cps = codepoints(_NON_WORD.sub("", text))
+    for n, limit in opts.max_top_ngram_ratio:
+        if top_ngram_ratio(cps, n) > limit:
+            return "repeated_ngrams"
+    # Text covered by repeated (n+1)-grams is also covered by repeated n-grams, so the ratio only
+    # falls as n grows: once it is under every remaining limit, larger n cannot fail.
+    checks = sorted(opts.max_dup_ngram_ratio)
+    for i, (n, limit) in enumerate(checks):
+        ratio = duplicate_ngram_ratio(cps, n)
+        if ratio > limit:
+            return "repeated_ngrams"
+        if ratio <= min(lim for _, lim in checks[i:]):
+            break
+    return None
+
+
+DocumentFilter = Callable[[list[str], str, CorpusOptions], "str | None"]
+DOCUMENT_FILTERS: tuple[DocumentFilter, ...] = (
+    length_filter,
+    cjk_filter,
+    terminal_punct_filter,
+    repeated_lines_filter,
+    repeated_ngrams_filter,
+)
+
+
+def first_failure(lines: list[str], opts: CorpusOptions) -> str | None:
+    """The reason of the first filter that drops the document, or None to keep it."""
+    text = "\n".join(lines)
+    for f in DOCUMENT_FILTERS:
+        reason = f(lines, text, opts)
+        if reason:
+            return reason
+    return None
+
+
+# --- line rules: line -> remove? ----------------------------------------------------------------------------
+
+# Photo credits and picture notes: （新华社记者刘宇摄） （附图片1张） （新华社发美联社照片） （图片由某某提供）
+_PHOTO_CREDIT = re.compile(
+    r"^[（(][^（）()]{0,40}(?:摄|摄影|供图|图片|附图|照片|配图|图文)[^（）()]{0,12}[)）]$"
+)
+# Sign-offs and source notes: （完） （据新华社电） （本报专电） （责任编辑：某某） 责任编辑：某某
+_SIGN_OFF = re.compile(
+    r"^[（(](?:完|终|全文完|据新华社电|据新华社报道|本报专电|本报讯|新华社发|新华社稿|来源[:：].{0,30}|"
+    r"(?:责任)?编辑[:：].{0,20}|记者[:：].{0,20})[)）]$"
+    r"|^(?:责任编辑|编辑|来源|原标题)[:：].{0,30}$"
+)
+
+
+def is_photo_credit(line: str) -> bool:
+    return bool(_PHOTO_CREDIT.match(line))
+
+
+def is_sign_off(line: str) -> bool:
+    return bool(_SIGN_OFF.match(line))
+
+
+def has_no_words(line: str) -> bool:
+    """Lines of symbols only (`***`, `———`, `·`): separators, not text."""
+    return not _NON_WORD.sub("", line)
+
+
+LINE_RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("photo_credit", is_photo_credit),
+    ("sign_off", is_sign_off),
+    ("no_words", has_no_words),
+)
+
+
+def remove_boilerplate_lines(lines: list[str]) -> tuple[list[str], dict[str, int]]:
+    """Lines that survive every line rule, and how many each rule removed."""
+    kept, removed = [], {}
+    for line in lines:
+        for name, rule in LINE_RULES:
+            if rule(line):
+                removed[name] = removed.get(name, 0) + 1
+                break
+        else:
+            kept.append(line)
+    return kept, removed
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def line_key(line: str) -> str:
+    """The form under which a line is compared across documents: no white space, digit runs folded
+    to 0 (so `（附图片1张）` and `（附图片2张）` count as one boilerplate line)."""
+    return _DIGITS.sub("0", _SPACE.sub("", line))

@@ -1,0 +1,121 @@
+"""Options of the corpus stage: one typed, validated dataclass; every threshold documented here.
+
+Defaults were chosen on the bundled People's Daily sample (see `pipelines/corpus/bench.py` and the
+figures in `pipelines/corpus/README.md`): they keep ordinary news articles and drop what is too short,
+not Chinese, unpunctuated, repetitive or duplicated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from pipelines.errors import UserError
+
+OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
+
+
+@dataclass(frozen=True)
+class CorpusOptions:
+    # --- reading -------------------------------------------------------------------------------
+    max_record_bytes: int = 64 << 20
+    """A raw record (wiki page, JSON line, text document) larger than this is skipped without being
+    held in memory and dead-lettered as `record_too_large`: memory per worker stays bounded."""
+    wiki_streams_per_range: int = 20
+    """zhwiki multistream: bz2 streams (100 pages each) per work item read by one worker."""
+    jsonl_range_bytes: int = 64 << 20
+    """Uncompressed JSON-lines files are split into byte ranges of this size, read in parallel."""
+
+    # --- normalization ---------------------------------------------------------------------------
+    opencc: str = "t2s"
+    """Traditional -> simplified conversion: t2s, tw2sp (Taiwan phrases), hk2s, or off."""
+
+    # --- quality filters (document level, Chinese-oriented) ----------------------------------------
+    min_chars: int = 50
+    """Fewer non-space characters than this after cleaning: `too_short`."""
+    max_chars: int = 1_000_000
+    """More characters than this: `too_long` (pathological pages; keeps MinHash memory bounded)."""
+    min_cjk_ratio: float = 0.3
+    """Share of CJK ideographs among letters/digits/ideographs below this: `low_cjk_ratio`."""
+    min_terminal_ratio: float = 0.3
+    """Share of characters in lines that end with terminal punctuation (。！？ … plus closing quotes),
+    below this: `no_terminal_punct` (lists of names, tables turned to text, navigation)."""
+    max_dup_line_ratio: float = 0.3
+    """Gopher: share of lines that duplicate another line of the same document."""
+    max_dup_line_char_ratio: float = 0.2
+    """Gopher: share of characters in duplicated lines."""
+    max_top_ngram_ratio: tuple[tuple[int, float], ...] = ((2, 0.30), (3, 0.28), (4, 0.26))
+    """Gopher on characters: (n, max share of characters covered by the most frequent n-gram).
+    Gopher's word values (0.20, 0.18, 0.16) drop short legitimate Chinese items; the sample's
+    maximum is 0.29 (a two-line photo caption)."""
+    max_dup_ngram_ratio: tuple[tuple[int, float], ...] = (
+        (5, 0.25),
+        (6, 0.24),
+        (7, 0.23),
+        (8, 0.22),
+        (9, 0.21),
+        (10, 0.20),
+    )
+    """Gopher on characters: (n, max share of characters covered by n-grams that occur twice or more).
+    Looser than Gopher's word-level values: Chinese news repeats names and phrases of 5-10 characters."""
+
+    # --- line-level rules across documents (C4-style) ---------------------------------------------
+    line_min_chars: int = 5
+    """Lines shorter than this are never counted as repeated across documents."""
+    boilerplate_min_docs: int = 3
+    """A line (digits folded) found in at least this many surviving documents is boilerplate and is
+    removed from all of them; found in 2..N-1 documents it is kept only in the smallest id."""
+
+    # --- deduplication ------------------------------------------------------------------------------
+    shingle_chars: int = 5
+    """Character shingle size for Chinese text (documents with a CJK ratio >= 0.5)."""
+    shingle_words: int = 3
+    """Word shingle size for space-separated text."""
+    minhash_bands: int = 20
+    minhash_rows: int = 5
+    """LSH banding: bands x rows = number of permutations. P(candidate | J) = 1 - (1 - J^rows)^bands:
+    0.9996 at J=0.8, 0.47 at J=0.5; candidates are then verified (below)."""
+    near_dup_threshold: float = 0.7
+    """Candidate pairs merge when their signatures agree on at least this share of permutations
+    (the MinHash estimate of their Jaccard similarity)."""
+    minhash_seed: int = 1
+    max_bucket_pairs: int = 64
+    """In an LSH bucket, each member is compared with at most this many predecessors (by id):
+    bounds work in huge buckets while keeping near-duplicate clusters connected."""
+    cc_rounds: int = 4
+    """Min-label propagation rounds for connected components; what has not converged after them is
+    finished exactly on the (small) set of still-disagreeing labels."""
+
+    # --- segmentation and output --------------------------------------------------------------------
+    max_sentence_chars: int = 256
+    shard_chars: int = 64_000_000
+    """Target characters per docs shard (the shard count follows from the kept total)."""
+    shards: int = 0
+    """Fixed number of docs shards; 0 = derived from `shard_chars`."""
+    rejected_shard_records: int = 200_000
+
+    def __post_init__(self):
+        if self.opencc not in OPENCC_CONFIGS:
+            raise UserError(f"--opencc must be one of {', '.join(OPENCC_CONFIGS)}, not {self.opencc!r}")
+        for name in ("min_cjk_ratio", "min_terminal_ratio", "max_dup_line_ratio", "max_dup_line_char_ratio"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise UserError(f"{name} must lie in [0, 1]")
+        if not 0.0 < self.near_dup_threshold <= 1.0:
+            raise UserError("near_dup_threshold must lie in (0, 1]")
+        for name in ("minhash_bands", "minhash_rows", "shingle_chars", "shingle_words", "max_sentence_chars"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be at least 1")
+        if self.boilerplate_min_docs < 2:
+            raise UserError("boilerplate_min_docs must be at least 2")
+        if self.min_chars < 0 or self.max_chars <= self.min_chars:
+            raise UserError("need 0 <= min_chars < max_chars")
+
+    @property
+    def num_perm(self) -> int:
+        return self.minhash_bands * self.minhash_rows
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes) -> CorpusOptions:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,388 @@
+"""`albert instances`: an Apache Beam pipeline from documents to ALBERT pretraining TFRecords.
+
+    inputs: [(index, kind, path)]                      one element per input file, sorted by path
+      | Reshuffle                                      spread input files over workers
+      | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each
+                          -> "skipped": {id, reason, where}         dead letter, with the reason
+      | WriteGroupFiles   -> stats dict per written file            one TFRecord file per (group, dupe)
+      | CombineGlobally(merge_stats) | WriteStats      -> stats.json
+    driver, after the run: manifest.json (inputs + hashes, options, vocab hash, counts, output hashes)
+
+Groups are consecutive documents of ONE input file and never need a shuffle of documents, so memory
+per worker is bounded by the group size whatever the corpus size, and the files written depend only on
+the input, the options and the seed: not on the runner, the number of workers, or processing order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines import documents, peoples_daily
+from pipelines.errors import UserError
+from pipelines.instance_builder import (
+    InstanceConfig,
+    PreparedDoc,
+    build_group,
+    encode_group,
+    merge_stats,
+    prepare_document,
+    split_of,
+)
+from pipelines.masking import MaskingConfig
+from pipelines.packing import PackingConfig
+from pipelines.tokenizer import WHOLE_WORD_MODES, Tokenizer
+
+NAMESPACE = "albert.instances"
+PASSES_BEAM_ARGS = True  # unknown CLI options go to Beam's PipelineOptions
+
+
+@dataclass
+class Group:
+    file_index: int
+    split: str
+    index: int
+    docs: list[PreparedDoc]
+    notes: dict  # repairs counted while preparing these documents
+
+
+def iter_documents(kind: str, path: str):
+    if kind == "text":
+        return documents.read_text_documents(path)
+    if kind == "jsonl":
+        return documents.read_jsonl_documents(path)
+    if kind == "peoples-daily":
+        return peoples_daily.read_articles(path)
+    raise ValueError(f"unknown input kind {kind!r}")
+
+
+class ReadGroups(beam.DoFn):
+    """(index, kind, path) -> Group elements, plus tagged "skipped" records for unusable documents."""
+
+    def __init__(self, config: InstanceConfig):
+        self.config = config
+        self.read = Metrics.counter(NAMESPACE, "documents_read")
+        self.kept = Metrics.counter(NAMESPACE, "documents_kept")
+        self.skipped = Metrics.counter(NAMESPACE, "documents_skipped")
+
+    def process(self, item):
+        file_index, kind, path = item
+        cfg = self.config
+        pending = {"train": [], "eval": []}
+        chars = {"train": 0, "eval": 0}
+        count = {"train": 0, "eval": 0}
+        notes = {"train": Counter(), "eval": Counter()}
+        for n, doc in enumerate(iter_documents(kind, path)):
+            self.read.inc()
+            doc_notes: Counter = Counter()
+            prepared = prepare_document(doc, cfg.whole_word, doc_notes)
+            if isinstance(prepared, str):
+                self.skipped.inc()
+                Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
+                yield beam.pvalue.TaggedOutput(
+                    "skipped",
+                    {
+                        "id": doc.get("id") if isinstance(doc.get("id"), str) else None,
+                        "reason": prepared,
+                        "where": doc.get("_where", f"{path}#{n}"),
+                        "raw": doc.get("_raw"),
+                    },
+                )
+                continue
+            self.kept.inc()
+            split = split_of(prepared.id, cfg.eval_fraction)
+            pending[split].append(prepared)
+            chars[split] += prepared.chars
+            notes[split].update(doc_notes)
+            if chars[split] >= cfg.group_chars:
+                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
+                count[split] += 1
+                pending[split], chars[split], notes[split] = [], 0, Counter()
+        for split in ("train", "eval"):
+            if pending[split]:
+                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
+
+
+class WriteGroupFiles(beam.DoFn):
+    """Group -> one TFRecord file per dupe index; yields a stats dict per file."""
+
+    def __init__(self, vocab_model: str, out_dir: str, config: InstanceConfig):
+        self.vocab_model = vocab_model
+        self.out_dir = out_dir
+        self.config = config
+        self.instances = Metrics.counter(NAMESPACE, "instances_written")
+        self.tokens = Metrics.counter(NAMESPACE, "real_tokens_written")
+
+    def setup(self):
+        with FileSystems.open(self.vocab_model) as f:
+            self.tokenizer = Tokenizer(f.read())
+
+    def process(self, group: Group):
+        stream = encode_group(group.docs, self.tokenizer, self.config.whole_word)  # once for all copies
+        for dupe in range(self.config.dupe_factor):
+            blob, stats = build_group(group.docs, self.tokenizer, self.config, dupe, stream)
+            name = f"{group.split}-{group.file_index:05d}-{group.index:05d}-{dupe:03d}.tfrecord"
+            if blob:
+                with FileSystems.create(f"{self.out_dir}/{name}") as f:
+                    f.write(blob)
+                stats["files"] = [{"name": name, "records": stats["instances"], "bytes": len(blob)}]
+            self.instances.inc(stats["instances"])
+            self.tokens.inc(stats["real_tokens"])
+            if dupe == 0:  # document-level counts once per group, not once per copy
+                stats["documents"] = len(group.docs)
+                stats["sentences"] = sum(len(d.sentences) for d in group.docs)
+                stats["characters"] = sum(d.chars for d in group.docs)
+                stats["notes"] = dict(group.notes)
+            yield {group.split: stats}
+
+
+class _MergeStats(beam.CombineFn):
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, item):
+        return merge_stats(acc, item)
+
+    def merge_accumulators(self, accs):
+        out = {}
+        for a in accs:
+            out = merge_stats(out, a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _write_json(obj, path: str) -> None:
+    with FileSystems.create(path) as f:
+        f.write(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
+class CreateInstances(beam.PTransform):
+    """PCollection[(index, kind, path)] -> PCollection[stats dict] (one per file written); writes
+    the TFRecords, `skipped-*.jsonl.gz` (dead letter) and `stats.json` under `out_dir`."""
+
+    def __init__(self, vocab_model: str, out_dir: str, config: InstanceConfig):
+        super().__init__()
+        self.vocab_model, self.out_dir, self.config = vocab_model, out_dir, config
+
+    def expand(self, inputs):
+        groups = (
+            inputs
+            | "SpreadInputs" >> beam.Reshuffle()
+            | "ReadGroups" >> beam.ParDo(ReadGroups(self.config)).with_outputs("skipped", main="groups")
+        )
+        _ = (
+            groups.skipped
+            | "SkippedToJson" >> beam.Map(lambda r: json.dumps(r, ensure_ascii=False, sort_keys=True))
+            | "WriteSkipped" >> beam.io.WriteToText(f"{self.out_dir}/skipped", ".jsonl.gz")
+        )
+        skipped_counts = (
+            groups.skipped
+            | "SkipReason" >> beam.Map(lambda r: r["reason"])
+            | "CountReasons" >> beam.combiners.Count.PerElement()
+            | "AsStats" >> beam.Map(lambda kv: {"skipped": {kv[0]: kv[1]}})
+        )
+        file_stats = groups.groups | "WriteGroupFiles" >> beam.ParDo(
+            WriteGroupFiles(self.vocab_model, self.out_dir, self.config)
+        )
+        _ = (
+            (file_stats, skipped_counts)
+            | "AllStats" >> beam.Flatten()
+            | "MergeStats" >> beam.CombineGlobally(_MergeStats())
+            | "WriteStats" >> beam.Map(_write_json, f"{self.out_dir}/stats.json")
+        )
+        return file_stats
+
+
+# ---------------------------------------------------------------------------------------- driver
+
+
+def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int, str, str]]:
+    """The input files as (index, kind, path), sorted by path so indices do not depend on glob order."""
+    if text and corpus:
+        raise UserError("give either --text or --corpus, not both")
+    if corpus:
+        items = [("jsonl", p) for p in documents.corpus_files(corpus)]
+    elif text:
+        paths = []
+        for pattern in text:
+            matched = FileSystems.match([pattern])[0].metadata_list
+            if not matched:
+                raise UserError(f"no input file matches {pattern}")
+            paths += [m.path for m in matched]
+        items = [("text", p) for p in sorted(set(paths))]
+    else:
+        items = [("peoples-daily", peoples_daily.sample_path())]
+    return [(i, kind, path) for i, (kind, path) in enumerate(sorted(items, key=lambda x: x[1]))]
+
+
+def summarize(stats: dict, config: InstanceConfig) -> dict:
+    """Headline figures of a run, computed from the merged stats (per split and overall)."""
+    out = {}
+    for split in ("train", "eval"):
+        s = stats.get(split)
+        if not s:
+            continue
+        inst, real, pos = s.get("instances", 0), s.get("real_tokens", 0), s.get("positions", 0)
+        out[split] = {
+            "documents": s.get("documents", 0),
+            "instances": inst,
+            "real_tokens": real,
+            "fill_rate": round(real / pos, 4) if pos else 0.0,
+            "masked_fraction": round(s.get("masked", 0) / real, 4) if real else 0.0,
+            "masked_per_instance": round(s.get("masked", 0) / inst, 2) if inst else 0.0,
+            "sop_swapped_fraction": round(s.get("sop_swapped", 0) / inst, 4) if inst else 0.0,
+            "mask_kinds": {
+                k: round(s.get(f"masked_as_{k}", 0) / max(1, s.get("masked", 0)), 4)
+                for k in ("mask", "random", "kept")
+            },
+            "ngram_used": s.get("ngram_used"),
+            "tokens_dropped_no_boundary": s.get("tokens_dropped_no_boundary", 0),
+            "sentences_split_across_sequences": s.get("sentences_split_across_sequences", 0),
+        }
+    return out
+
+
+def run_pipeline(
+    inputs: list[tuple[int, str, str]],
+    vocab_dir: str,
+    out_dir: str,
+    config: InstanceConfig,
+    beam_args: list[str],
+) -> dict:
+    """Run the pipeline and write manifest.json last. Returns the manifest."""
+    from pipelines.manifest import file_sha256, read_manifest, write_manifest
+
+    vocab_model = vocab_dir.rstrip("/") + "/spm.model" if not vocab_dir.endswith(".model") else vocab_dir
+    if not FileSystems.exists(vocab_model):
+        raise UserError(f"no spm.model in {vocab_dir}: train one with `albert vocab --out DIR`")
+    with FileSystems.open(vocab_model) as f:
+        Tokenizer(f.read())  # fail now, in the driver, on a vocabulary without [CLS]/[SEP]/[MASK]
+    FileSystems.mkdirs(out_dir) if not FileSystems.exists(out_dir) else None
+    if FileSystems.exists(out_dir + "/manifest.json"):
+        FileSystems.delete([out_dir + "/manifest.json"])  # this folder is incomplete until we finish
+    stale = FileSystems.match([out_dir + "/*.tfrecord"])[0].metadata_list
+    if stale:
+        FileSystems.delete([m.path for m in stale])
+    if not any(a.startswith("--runner") for a in beam_args):
+        beam_args = ["--runner=DirectRunner", *beam_args]
+    options = PipelineOptions(beam_args)
+    started = time.time()
+    with beam.Pipeline(options=options) as p:
+        _ = (
+            p
+            | "Inputs" >> beam.Create(inputs)
+            | "CreateInstances" >> CreateInstances(vocab_model, out_dir, config)
+        )
+    elapsed = time.time() - started
+    with FileSystems.open(out_dir + "/stats.json") as f:
+        stats = json.loads(f.read())
+    files = sorted(m.path for m in FileSystems.match([out_dir + "/*.tfrecord"])[0].metadata_list)
+    vocab_manifest = None
+    try:
+        vocab_manifest = read_manifest(os.path.dirname(vocab_model))
+    except UserError:
+        pass
+    return write_manifest(
+        out_dir,
+        "instances",
+        inputs=[{"kind": kind, "path": path, "sha256": file_sha256(path)} for _, kind, path in inputs],
+        vocab={
+            "path": vocab_model,
+            "sha256": file_sha256(vocab_model),
+            "manifest_code_version": (vocab_manifest or {}).get("code_version"),
+        },
+        config=asdict(config),
+        seed=config.seed,
+        beam_args=beam_args,
+        seconds=round(elapsed, 2),
+        summary=summarize(stats, config),
+        counts=stats,
+        outputs={os.path.basename(p): file_sha256(p) for p in files},
+    )
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--text",
+        action="append",
+        help="one sentence per line, blank line between documents (repeatable, globs)",
+    )
+    src.add_argument("--corpus", help="a corpus-stage folder (docs-*.jsonl.gz + manifest.json)")
+    p.add_argument("--vocab", required=True, help="folder holding spm.model (from `albert vocab`)")
+    p.add_argument("--out", required=True, help="output folder for *.tfrecord, stats.json, manifest.json")
+    d, m, k = InstanceConfig(), MaskingConfig(), PackingConfig()
+    p.add_argument("--max-seq-length", type=int, default=k.max_seq_length)
+    p.add_argument(
+        "--max-predictions", type=int, default=m.max_predictions, help="P, masked positions per sequence"
+    )
+    p.add_argument("--masked-lm-prob", type=float, default=m.masked_lm_prob)
+    p.add_argument("--short-seq-prob", type=float, default=k.short_seq_prob)
+    p.add_argument(
+        "--dupe-factor", type=int, default=d.dupe_factor, help="copies of every document with different masks"
+    )
+    p.add_argument(
+        "--ngram", type=int, default=m.max_ngram, help="longest n-gram of whole words masked together"
+    )
+    p.add_argument(
+        "--whole-word",
+        choices=WHOLE_WORD_MODES,
+        default=d.whole_word,
+        help="word boundaries: zh = Chinese segmenter (rjieba), sp = SentencePiece, gold = the documents' own `words`, none = per token",
+    )
+    p.add_argument(
+        "--eval-fraction", type=float, default=d.eval_fraction, help="documents held out (by id hash)"
+    )
+    p.add_argument(
+        "--group-chars",
+        type=int,
+        default=d.group_chars,
+        help="characters per packing group (memory per worker)",
+    )
+    p.add_argument("--seed", type=int, default=d.seed)
+
+
+def config_from_args(args: argparse.Namespace) -> InstanceConfig:
+    if args.max_predictions > args.max_seq_length:
+        raise UserError("--max-predictions cannot exceed --max-seq-length")
+    try:
+        return InstanceConfig(
+            packing=PackingConfig(args.max_seq_length, args.short_seq_prob),
+            masking=MaskingConfig(args.masked_lm_prob, args.max_predictions, args.ngram),
+            whole_word=args.whole_word,
+            dupe_factor=args.dupe_factor,
+            seed=args.seed,
+            eval_fraction=args.eval_fraction,
+            group_chars=args.group_chars,
+        )
+    except ValueError as err:
+        raise UserError(str(err)) from err
+
+
+def run(args: argparse.Namespace, beam_args: list[str] | None = None) -> int:
+    beam_args = list(getattr(args, "beam_args", None) or beam_args or [])
+    config = config_from_args(args)
+    inputs = resolve_inputs(args.text, args.corpus)
+    manifest = run_pipeline(inputs, args.vocab, args.out, config, beam_args)
+    for split, s in manifest["summary"].items():
+        print(
+            f"{split}: {s['documents']:,} documents -> {s['instances']:,} instances, {s['real_tokens']:,} real tokens, "
+            f"fill {s['fill_rate']:.1%}, masked {s['masked_fraction']:.1%} ({s['masked_per_instance']} per instance), "
+            f"SOP swapped {s['sop_swapped_fraction']:.1%}"
+        )
+    skipped = manifest["counts"].get("skipped", {})
+    if skipped:
+        print("skipped documents: " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items())))
+    print(f"wrote {len(manifest['outputs'])} TFRecord files to {args.out} in {manifest['seconds']} s")
+    return 0
