@@ -26,7 +26,12 @@ _EXCERPT = 200
 
 
 def rejected(
-    record: dict, reason: str, stage: str, detail: str = "", dead_letter: bool = False, text: str | None = None
+    record: dict,
+    reason: str,
+    stage: str,
+    detail: str = "",
+    dead_letter: bool = False,
+    text: str | None = None,
 ) -> dict:
     if text is None:
         text = record.get("text") or "\n".join(record.get("lines") or []) or record.get("raw") or ""
@@ -59,7 +64,9 @@ def wiki_page_verdict(record: dict) -> str | None:
     return None
 
 
-def clean_record(record: dict, opts: CorpusOptions, convert: ChineseConverter | None) -> tuple[str, dict, dict]:
+def clean_record(
+    record: dict, opts: CorpusOptions, convert: ChineseConverter | None
+) -> tuple[str, dict, dict]:
     """Raw record -> ("doc", cleaned doc, line-rule counts) or ("drop", rejected record, counts)."""
     if record.get("markup") == "wiki":
         reason = wiki_page_verdict(record)
@@ -121,7 +128,9 @@ def finalize_document(
     for other in rest:
         same = other["lines"] == doc["lines"]
         dropped.append(
-            rejected(other, "exact_duplicate" if same else "duplicate_id", "dedup", f"duplicate of {doc['id']}")
+            rejected(
+                other, "exact_duplicate" if same else "duplicate_id", "dedup", f"duplicate of {doc['id']}"
+            )
         )
     if exact_of is not None:
         dropped.append(rejected(doc, "exact_duplicate", "dedup", f"duplicate of {exact_of}"))

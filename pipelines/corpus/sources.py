@@ -47,7 +47,9 @@ def parse_source(spec: str) -> SourceSpec:
     """`KIND:PATH` (PATH may be a glob or URL; optional for peoples-daily)."""
     kind, sep, path = spec.partition(":")
     if not sep or kind not in SOURCE_KINDS:
-        raise UserError(f"--source must be KIND:PATH with KIND one of {', '.join(SOURCE_KINDS)}; got {spec!r}")
+        raise UserError(
+            f"--source must be KIND:PATH with KIND one of {', '.join(SOURCE_KINDS)}; got {spec!r}"
+        )
     if not path and kind != "peoples-daily":
         raise UserError(f"--source {kind}: needs a path or glob after the colon")
     return SourceSpec(kind, path)
@@ -93,10 +95,14 @@ def plan_sources(specs: list[str]) -> list[dict]:
                 index = wiki_index_name(path)
                 if index and index not in indexes and not fileio.exists(index):
                     index = None
-                items.append({"kind": "zhwiki", "path": path, "size": size, "index": index, "start": 0, "end": None})
+                items.append(
+                    {"kind": "zhwiki", "path": path, "size": size, "index": index, "start": 0, "end": None}
+                )
         else:
             for path, size in found:
-                items.append({"kind": spec.kind, "path": path, "size": size, "index": None, "start": 0, "end": None})
+                items.append(
+                    {"kind": spec.kind, "path": path, "size": size, "index": None, "start": 0, "end": None}
+                )
     return items
 
 
@@ -193,7 +199,13 @@ def _open_decompressed(item: dict):
 def _error(item: dict, where: str, error: str, detail: str, raw: bytes | str = b"") -> dict:
     if isinstance(raw, bytes):
         raw = raw[:_RAW_EXCERPT].decode("utf-8", errors="replace")
-    return {"source": item["kind"], "where": where, "error": error, "detail": detail[:300], "raw": raw[:_RAW_EXCERPT]}
+    return {
+        "source": item["kind"],
+        "where": where,
+        "error": error,
+        "detail": detail[:300],
+        "raw": raw[:_RAW_EXCERPT],
+    }
 
 
 def _stream_error(err: BaseException) -> str:
@@ -367,7 +379,14 @@ def _json_record(kind: str, obj: dict) -> dict:
     if not isinstance(text, str):
         raise KeyError("text is not a string")
     doc_id = f"{kind}:{native}" if native not in (None, "") else content_id(kind, text)
-    return {"source": kind, "id": doc_id, "title": str(title), "url": str(url), "text": text, "markup": "plain"}
+    return {
+        "source": kind,
+        "id": doc_id,
+        "title": str(title),
+        "url": str(url),
+        "text": text,
+        "markup": "plain",
+    }
 
 
 def read_jsonl(item: dict, opts: CorpusOptions) -> Iterator[dict]:

@@ -1,0 +1,226 @@
+"""Deduplication as Beam composite transforms. Per-element logic lives in minhash.py / clean.py.
+
+Every transform keeps memory per worker bounded: groups are iterated (twice where needed) rather than
+materialised, except LSH buckets (signatures of one bucket) and the last connected-components step,
+which only sees labels that had not converged after `cc_rounds` rounds (none, in practice).
+
+PCollection shapes (id: document id str):
+
+    ExactDuplicates:   (text_hash, id)            -> (id, survivor id)      removed ids only
+    NearDuplicates:    (id, signature bytes)      -> (id, survivor id)      removed ids only
+    ConnectedComponents: (id_a, id_b) edges       -> (id, smallest id of its component), non-roots
+    RepeatedLines:     (line_hash, id)            -> (id, (line_hash, reason))   lines to remove
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from pipelines.corpus import minhash
+from pipelines.corpus.options import CorpusOptions
+
+NS = "corpus"
+
+
+def _removals_in_group(kv):
+    """(key, ids) -> (id, survivor) for every id but the smallest. Two passes over the iterable: the
+    group is never held in memory (Dataflow pages large groups)."""
+    _, ids = kv
+    survivor = min(ids)
+    for doc_id in ids:
+        if doc_id != survivor:
+            yield doc_id, survivor
+
+
+class ExactDuplicates(beam.PTransform):
+    """Documents with the same normalized text: the smallest id survives."""
+
+    def expand(self, hashes):
+        return (
+            hashes
+            | "DistinctHashId" >> beam.Distinct()
+            | "GroupByText" >> beam.GroupByKey()
+            | "AllButSmallest" >> beam.FlatMap(_removals_in_group)
+        )
+
+
+def _band_entries(kv, bands: int, rows: int):
+    doc_id, sig_bytes = kv
+    sig = np.frombuffer(sig_bytes, dtype=np.uint32)
+    for key in minhash.band_keys(sig, bands, rows):
+        yield key, (doc_id, sig_bytes)
+
+
+def _bucket_pairs(kv, threshold: float, window: int):
+    _, members = kv
+    members = sorted({m[0]: m[1] for m in members}.items())  # distinct ids, sorted
+    if len(members) < 2:
+        return
+    Metrics.counter(NS, "lsh/buckets_with_candidates").inc()
+    decoded = [(i, np.frombuffer(s, dtype=np.uint32)) for i, s in members]
+    yield from minhash.similar_pairs(decoded, threshold, window)
+
+
+class NearDuplicates(beam.PTransform):
+    """MinHash LSH: documents sharing a band become candidates, candidates whose signatures agree on
+    >= near_dup_threshold of the permutations are linked, linked documents form clusters (connected
+    components) and the smallest id of each cluster survives."""
+
+    def __init__(self, opts: CorpusOptions):
+        super().__init__()
+        self.opts = opts
+
+    def expand(self, signatures):
+        o = self.opts
+        edges = (
+            signatures
+            | "Bands" >> beam.FlatMap(_band_entries, o.minhash_bands, o.minhash_rows)
+            | "GroupByBand" >> beam.GroupByKey()
+            | "VerifyPairs" >> beam.FlatMap(_bucket_pairs, o.near_dup_threshold, o.max_bucket_pairs)
+            | "DistinctEdges" >> beam.Distinct()
+        )
+        return edges | "Clusters" >> ConnectedComponents(o.cc_rounds)
+
+
+def _both_directions(edge):
+    a, b = edge
+    if a != b:
+        yield a, b
+        yield b, a
+
+
+def _propagate(kv):
+    """One min-label round at node u: u keeps min(label(u), labels of its neighbours) next round."""
+    node, grouped = kv
+    labels = list(grouped["label"])
+    if not labels:
+        return
+    label = min(labels)
+    yield node, label
+    for neighbour in grouped["adj"]:
+        yield neighbour, label
+
+
+def _label_to_neighbours(kv):
+    node, grouped = kv
+    labels = list(grouped["label"])
+    if labels:
+        for neighbour in grouped["adj"]:
+            yield neighbour, labels[0]
+
+
+def _disagreements(kv):
+    """At node v: (label(u), label(v)) for every neighbour u whose label differs."""
+    _, grouped = kv
+    labels = list(grouped["label"])
+    if labels:
+        for other in grouped["from"]:
+            if other != labels[0]:
+                yield (min(other, labels[0]), max(other, labels[0]))
+
+
+class _UnionLabels(beam.CombineFn):
+    """Union-find over label pairs that still disagree: {label: final label}. Small in practice."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, acc, pair):
+        acc.append(pair)
+        return acc
+
+    def merge_accumulators(self, accs):
+        return [p for acc in accs for p in acc]
+
+    def extract_output(self, acc):
+        uf = minhash.UnionFind()
+        for a, b in acc:
+            uf.union(a, b)
+        return uf.roots()
+
+
+def _final_label(kv, fixes):
+    node, label = kv
+    root = fixes.get(label, label)
+    if root != node:
+        yield node, root
+
+
+class ConnectedComponents(beam.PTransform):
+    """Edges -> (node, smallest node of its component) for every node that is not that smallest one.
+
+    `rounds` rounds of min-label propagation (each node takes the smallest label among itself and its
+    neighbours) converge for components of diameter <= rounds. Then every edge whose two ends still
+    disagree contributes the pair of labels; a union-find over those pairs (only labels of unfinished
+    components, usually none) maps each label to its component's smallest node. Exact for any graph:
+    nodes sharing a label are connected, and connected label groups must share a disagreeing edge."""
+
+    def __init__(self, rounds: int = 4):
+        super().__init__()
+        self.rounds = rounds
+
+    def expand(self, edges):
+        adj = edges | "Adjacency" >> beam.FlatMap(_both_directions)
+        labels = (
+            adj | "Nodes" >> beam.Map(lambda kv: (kv[0], kv[0])) | "InitialLabels" >> beam.CombinePerKey(min)
+        )
+        for r in range(self.rounds):
+            labels = (
+                {"label": labels, "adj": adj}
+                | f"Round{r}Join" >> beam.CoGroupByKey()
+                | f"Round{r}Send" >> beam.FlatMap(_propagate)
+                | f"Round{r}Min" >> beam.CombinePerKey(min)
+            )
+        sent = (
+            {"label": labels, "adj": adj}
+            | "SendLabels" >> beam.CoGroupByKey()
+            | "LabelToNeighbours" >> beam.FlatMap(_label_to_neighbours)
+        )
+        fixes = (
+            {"label": labels, "from": sent}
+            | "CompareLabels" >> beam.CoGroupByKey()
+            | "Disagreements" >> beam.FlatMap(_disagreements)
+            | "UnionLabels" >> beam.CombineGlobally(_UnionLabels())
+        )
+        return labels | "FinalLabels" >> beam.FlatMap(_final_label, fixes=beam.pvalue.AsSingleton(fixes))
+
+
+def _line_verdicts(kv, boilerplate_min_docs: int):
+    """(line_hash, ids) -> (id, (line_hash, reason)). In >= boilerplate_min_docs distinct documents the
+    line is boilerplate and leaves all of them; in fewer (but >= 2) it stays in the smallest id only."""
+    key, ids = kv
+    distinct: set = set()
+    smallest = None
+    for doc_id in ids:  # first pass: smallest id, distinct count capped at the threshold
+        if smallest is None or doc_id < smallest:
+            smallest = doc_id
+        if len(distinct) < boilerplate_min_docs:
+            distinct.add(doc_id)
+    if len(distinct) < 2:
+        return
+    if len(distinct) >= boilerplate_min_docs:
+        Metrics.counter(NS, "lines/boilerplate_keys").inc()
+        for doc_id in ids:
+            yield doc_id, (key, "boilerplate_line")
+    else:
+        Metrics.counter(NS, "lines/repeated_keys").inc()
+        for doc_id in ids:
+            if doc_id != smallest:
+                yield doc_id, (key, "repeated_line")
+
+
+class RepeatedLines(beam.PTransform):
+    """C4-style: lines repeated across documents (see _line_verdicts)."""
+
+    def __init__(self, boilerplate_min_docs: int):
+        super().__init__()
+        self.boilerplate_min_docs = boilerplate_min_docs
+
+    def expand(self, occurrences):
+        return (
+            occurrences
+            | "GroupByLine" >> beam.GroupByKey()
+            | "LineVerdicts" >> beam.FlatMap(_line_verdicts, self.boilerplate_min_docs)
+        )

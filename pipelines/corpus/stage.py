@@ -1,0 +1,263 @@
+"""Run the corpus stage end to end: plan, run the Beam pipeline, write stats.json, then manifest.json.
+
+`run_corpus` is what `albert corpus` calls; tests and the benchmark call it directly.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import tempfile
+import time
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+from pipelines.corpus import fileio
+from pipelines.corpus.dedup import NS
+from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
+from pipelines.corpus.sources import plan_sources
+from pipelines.errors import UserError
+from pipelines.manifest import MANIFEST, code_version, file_sha256, write_manifest
+
+STATS = "stats.json"
+_log = logging.getLogger(__name__)
+_STAGING_FLAGS = ("--sdk_container_image", "--setup_file", "--extra_package", "--extra_packages")
+
+
+# --- Beam options ---------------------------------------------------------------------------------------
+
+
+def _flag_names(flags: list[str]) -> set[str]:
+    return {f.split("=", 1)[0] for f in flags if f.startswith("--")}
+
+
+def check_beam_flags(flags: list[str]) -> None:
+    """Fail on flags that neither this command nor any Beam options class knows (Beam itself only
+    logs and drops them, which turns a typo into a silently different run)."""
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)  # noqa: SLF001 -- the same parser Beam builds
+    _, unknown = parser.parse_known_args(flags)
+    if unknown:
+        raise UserError(
+            f"unknown option(s) {' '.join(unknown)} (not an `albert corpus` option nor a Beam option)"
+        )
+
+
+def beam_flags(runner: str, extra: list[str], staging_dir: str | None = None) -> list[str]:
+    """The flags handed to Beam: the user's pass-through flags plus the runner and local defaults.
+
+    DirectRunner: multi_processing over all cores unless the user says otherwise. A remote runner gets
+    the worker wheel (pipelines.corpus.staging) unless an image, setup file or package is given."""
+    flags = list(extra)
+    names = _flag_names(flags)
+    flags += ["--runner", runner]
+    if runner in ("DirectRunner", "direct"):
+        if "--direct_running_mode" not in names:
+            flags += ["--direct_running_mode", "multi_processing"]
+        if "--direct_num_workers" not in names:
+            flags += ["--direct_num_workers", str(os.cpu_count() or 1)]
+    elif not names & set(_STAGING_FLAGS):
+        from pipelines.corpus.staging import build_worker_wheel
+
+        wheel = build_worker_wheel(staging_dir or tempfile.mkdtemp(prefix="albert-worker-"))
+        flags += ["--extra_package", wheel]
+    check_beam_flags(flags)
+    return flags
+
+
+# --- accounting -----------------------------------------------------------------------------------------
+
+
+def counters_from_result(result) -> dict[str, int]:
+    out = {}
+    for c in result.metrics().query(MetricsFilter().with_namespace(NS))["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
+    return out
+
+
+def stats_from_counters(counters: dict[str, int]) -> dict:
+    """Counters -> stats.json: totals, per reason, per source, and the accounting invariant
+    read = kept + sum(dropped by reason) + dead letter."""
+    stats = {
+        "read": 0,
+        "kept": 0,
+        "dropped": {},
+        "dead_letter": {},
+        "by_source": {},
+        "lines_removed": {},
+        "other": {},
+    }
+
+    def src(name):
+        return stats["by_source"].setdefault(name, {"read": 0, "kept": 0, "dropped": {}, "dead_letter": {}})
+
+    for name, value in sorted(counters.items()):
+        parts = name.split("/")
+        if parts[0] in ("read", "kept") and len(parts) == 2:
+            stats[parts[0]] += value
+            src(parts[1])[parts[0]] += value
+        elif parts[0] in ("dropped", "dead_letter") and len(parts) == 3:
+            stats[parts[0]][parts[2]] = stats[parts[0]].get(parts[2], 0) + value
+            src(parts[1])[parts[0]][parts[2]] = value
+        elif parts[0] == "lines_removed":
+            stats["lines_removed"][parts[1]] = value
+        else:
+            stats["other"][name] = value
+    dropped, dead = sum(stats["dropped"].values()), sum(stats["dead_letter"].values())
+    stats["dropped_total"], stats["dead_letter_total"] = dropped, dead
+    stats["invariant"] = {
+        "rule": "read = kept + dropped_total + dead_letter_total",
+        "read": stats["read"],
+        "accounted": stats["kept"] + dropped + dead,
+        "holds": stats["read"] == stats["kept"] + dropped + dead,
+    }
+    return stats
+
+
+def _counts_from_summaries(summaries: list[dict]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for s in summaries:
+        for k, v in s["counts"].items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+# --- inputs, outputs -----------------------------------------------------------------------------------
+
+
+def describe_inputs(items: list[dict]) -> list[dict]:
+    """Inputs for the manifest: path, size and content hash (sha256 streamed for local files; the
+    filesystem's own checksum, e.g. GCS md5/crc, for remote ones, to avoid downloading them)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.peoples_daily import sample_path
+
+    seen, out = set(), []
+    for item in items:
+        paths = [item["path"] or sample_path()] + ([item["index"]] if item.get("index") else [])
+        for path in paths:
+            if path in seen:
+                continue
+            seen.add(path)
+            entry = {"kind": item["kind"], "path": path}
+            if "://" in path:
+                entry["size"] = fileio.size(path)
+                entry["checksum"] = FileSystems.checksum(path)
+            else:
+                entry["size"] = os.path.getsize(path)
+                entry["sha256"] = file_sha256(path)
+            out.append(entry)
+    return out
+
+
+def _read_json(path: str):
+    with fileio.open_read(path) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def _write_json(path: str, obj) -> None:
+    with fileio.open_write(path) as f:
+        f.write((json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _previous_outputs(out_dir: str) -> list[str]:
+    patterns = ["docs-*.jsonl.gz", "rejected-*.jsonl.gz", STATS, MANIFEST]
+    return [p for pat in patterns for p, _ in fileio.match(fileio.join(out_dir, pat))]
+
+
+def _write_manifest(out_dir: str, **fields) -> dict:
+    """pipelines.manifest.write_manifest where fsspec can reach out_dir; otherwise (e.g. gs:// without
+    gcsfs on the launcher) the same document written through Beam's filesystems."""
+    try:
+        return write_manifest(out_dir, "corpus", **fields)
+    except (ImportError, ValueError):
+        manifest = {
+            "stage": "corpus",
+            "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "code_version": code_version(),
+            **fields,
+        }
+        _write_json(fileio.join(out_dir, MANIFEST), manifest)
+        return manifest
+
+
+# --- the stage ---------------------------------------------------------------------------------------------
+
+
+def run_corpus(
+    sources: list[str],
+    out_dir: str,
+    opts: CorpusOptions | None = None,
+    runner: str = "DirectRunner",
+    extra_beam_flags: list[str] | None = None,
+    force: bool = False,
+) -> dict:
+    """Build the corpus in out_dir; returns the manifest. Skips the work when out_dir already holds a
+    finished corpus of the same inputs and options (unless force)."""
+    opts = opts or CorpusOptions()
+    if not sources:
+        raise UserError("give at least one --source KIND:PATH")
+    items = plan_sources(sources)
+    inputs = describe_inputs(items)
+    flags = beam_flags(runner, extra_beam_flags or [])
+    config = {"sources": list(sources), "options": opts.to_dict()}
+    manifest_path = fileio.join(out_dir, MANIFEST)
+    if fileio.exists(manifest_path) and not force:
+        previous = _read_json(manifest_path)
+        if previous.get("inputs") == inputs and previous.get("config") == config:
+            _log.info("%s is up to date (same inputs and options): nothing to do", out_dir)
+            return previous
+        raise UserError(f"{out_dir} holds a corpus of other inputs or options; pass --force to replace it")
+    fileio.delete(_previous_outputs(out_dir) + [fileio.join(out_dir, TMP_DIR)])
+
+    started = time.time()
+    with beam.Pipeline(options=PipelineOptions(flags)) as p:
+        build_pipeline(p, items, out_dir, opts)
+    result = p.result
+    seconds = time.time() - started
+
+    stats = stats_from_counters(counters_from_result(result))
+    summaries = _read_json(fileio.join(out_dir, TMP_DIR, SUMMARY))
+    written = _counts_from_summaries(summaries)
+    stats["seconds"] = round(seconds, 3)
+    _write_json(fileio.join(out_dir, STATS), stats)
+    # The counters and the files written must tell the same story, and nothing may go missing.
+    kept_written = sum(v for k, v in written.items() if k.startswith("kept/"))
+    rejected_written = sum(v for k, v in written.items() if not k.startswith("kept/"))
+    problems = []
+    if not stats["invariant"]["holds"]:
+        problems.append(f"read {stats['read']} != accounted {stats['invariant']['accounted']}")
+    if kept_written != stats["kept"]:
+        problems.append(f"docs shards hold {kept_written} documents, counters say {stats['kept']}")
+    if rejected_written != stats["dropped_total"] + stats["dead_letter_total"]:
+        problems.append(f"rejected shards hold {rejected_written} records, counters say otherwise")
+    if problems:
+        raise RuntimeError("corpus accounting failed, no manifest written: " + "; ".join(problems))
+    fileio.delete([fileio.join(out_dir, TMP_DIR)])
+    return _write_manifest(
+        out_dir,
+        inputs=inputs,
+        config=config,
+        seed=opts.minhash_seed,
+        runner={"runner": runner, "flags": [f for f in flags if not f.startswith("--extra_package")]},
+        counts={
+            "read": stats["read"],
+            "kept": stats["kept"],
+            "dropped": stats["dropped_total"],
+            "dead_letter": stats["dead_letter_total"],
+        },
+        outputs=[{k: s[k] for k in ("file", "records", "bytes", "sha256")} for s in summaries]
+        + [
+            {
+                "file": STATS,
+                "sha256": file_sha256(fileio.join(out_dir, STATS)) if "://" not in out_dir else None,
+            }
+        ],
+    )
