@@ -1,0 +1,66 @@
+"""`albert export` and `albert import`: checkpoint interchange on the command line.
+
+flows/cli.py registers both names against this module; `add_arguments` sees which one it is building
+from the parser's prog ("albert export" / "albert import") and `run` dispatches on it.
+
+    albert export --checkpoint DIR --format hf|tf --out DIR
+    albert import --tf-checkpoint PREFIX --config albert_config.json --out DIR [--spm-model FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pipelines.errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    command = parser.prog.split()[-1]
+    parser.set_defaults(_command=command)
+    if command == "export":
+        parser.add_argument(
+            "--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors)"
+        )
+        parser.add_argument(
+            "--format",
+            required=True,
+            choices=("hf", "tf"),
+            help="hf: a transformers AlbertForPreTraining folder; tf: an original-layout TF checkpoint",
+        )
+        parser.add_argument("--out", required=True, help="output folder")
+    elif command == "import":
+        parser.add_argument(
+            "--tf-checkpoint",
+            required=True,
+            help="TF checkpoint prefix (e.g. model.ckpt-125000) or its folder",
+        )
+        parser.add_argument(
+            "--config",
+            required=True,
+            help="albert_config.json of the checkpoint (or a transformers config.json)",
+        )
+        parser.add_argument("--out", required=True, help="output checkpoint folder")
+        parser.add_argument("--spm-model", default=None, help="SentencePiece model to copy in as spm.model")
+    else:  # pragma: no cover - only reachable through a wrong COMMANDS entry
+        raise ValueError(f"model.commands does not implement {command!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args._command == "export":
+        if args.format == "hf":
+            from model.convert import export_hf
+
+            out = export_hf(args.checkpoint, args.out)
+        else:
+            from model.convert_tf import export_tf
+
+            out = export_tf(args.checkpoint, args.out)
+        print(f"exported {args.checkpoint} as {args.format} to {out}")
+        return 0
+    if args._command == "import":
+        from model.convert_tf import import_tf_checkpoint
+
+        out = import_tf_checkpoint(args.tf_checkpoint, args.config, args.out, args.spm_model)
+        print(f"imported {args.tf_checkpoint} to {out}")
+        return 0
+    raise UserError(f"unknown command {args._command!r}")

@@ -1,0 +1,287 @@
+"""The project's checkpoint folder, and export to transformers.
+
+A checkpoint folder holds:
+
+    config.json         transformers format (model.config.AlbertConfig.to_hf_dict)
+    model.safetensors   the state dict with transformers' key names, each tensor stored once
+    spm.model           optional: the SentencePiece model the vocabulary stage trained
+
+Tied or shared tensors (the MLM decoder = word embeddings, partially shared layers) are stored once,
+under the first name `named_parameters` gives them; loading re-ties them, since the model object does.
+Only safetensors are read: no pickle is ever unpickled.
+
+`export_hf` writes a folder that `transformers.AlbertForPreTraining.from_pretrained` loads with no
+missing or unexpected keys. transformers itself is not needed for that (nor imported here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from model.albert import (
+    SHARED_SUBMODULES,
+    AlbertForPreTraining,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+    AlbertModel,
+    AlbertPreTrainedModel,
+)
+from model.config import AlbertConfig
+from pipelines.errors import UserError
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+SPM_NAME = "spm.model"
+
+
+# ---------------------------------------------------------------------------------------------------
+# State dicts
+
+
+def tied_aliases(model: nn.Module) -> dict[str, str]:
+    """{alias: canonical name} for every parameter reachable under more than one name."""
+    first: dict[int, str] = {}
+    aliases: dict[str, str] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            aliases[name] = first[id(p)]
+        else:
+            first[id(p)] = name
+    return aliases
+
+
+def canonical_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each tied or shared tensor once (contiguous, detached, on CPU)."""
+    aliases = tied_aliases(model)
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k not in aliases}
+
+
+def to_hf_state_dict(model: AlbertForPreTraining) -> tuple[dict[str, torch.Tensor], AlbertConfig]:
+    """State dict and config that transformers' AlbertForPreTraining loads as is.
+
+    sharing "all" and "none" are already transformers layouts. For "attention" and "ffn" the shared
+    sub-module is written once per layer group (copies), with num_hidden_groups = num_hidden_layers:
+    transformers then holds them untied but equal, which computes the same function.
+    """
+    config = model.config
+    state = canonical_state_dict(model)
+    if config.sharing in ("attention", "ffn"):
+        full = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        aliases = tied_aliases(model)
+        for alias, canonical in aliases.items():
+            if alias.startswith("albert.encoder.albert_layer_groups."):
+                state[alias] = full[canonical].clone()
+        config = config.replace(sharing="none")
+    # transformers stores predictions.decoder.{weight,bias} only through the tie: leave them out.
+    return state, config
+
+
+def _model_class(name: str) -> type[AlbertPreTrainedModel]:
+    classes = {
+        c.__name__: c
+        for c in (
+            AlbertForPreTraining,
+            AlbertModel,
+            AlbertForSequenceClassification,
+            AlbertForTokenClassification,
+        )
+    }
+    if name not in classes:
+        raise UserError(f"unknown model class {name!r}; expected one of {', '.join(classes)}")
+    return classes[name]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checkpoint folder
+
+
+def _write_atomically(path: Path, write) -> None:
+    """write(tmp_path) then rename: a reader never sees a half-written file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def save_pretrained(
+    model: AlbertPreTrainedModel, out_dir: str | Path, spm_model_path: str | Path | None = None
+) -> Path:
+    """Write config.json, model.safetensors and (optionally) spm.model into out_dir."""
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = canonical_state_dict(model)
+    config = model.config.to_hf_dict()
+    config["architectures"] = [type(model).__name__]
+    if hasattr(model, "num_labels"):  # fine-tuning heads: their width, for load_pretrained
+        config["num_labels"] = model.num_labels
+    _write_atomically(out / WEIGHTS_NAME, lambda p: save_file(state, p, metadata={"format": "pt"}))
+    _write_atomically(
+        out / CONFIG_NAME, lambda p: Path(p).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    )
+    if spm_model_path is not None:
+        src = Path(spm_model_path)
+        if not src.is_file():
+            raise UserError(f"SentencePiece model not found: {src}")
+        if src.resolve() != (out / SPM_NAME).resolve():
+            shutil.copyfile(src, out / SPM_NAME)
+    return out
+
+
+def read_checkpoint(ckpt_dir: str | Path) -> tuple[AlbertConfig, dict[str, torch.Tensor], dict]:
+    """(config, tensors, raw config.json) of a checkpoint folder; UserError when it is not one."""
+    from safetensors.torch import load_file
+
+    d = Path(ckpt_dir)
+    if not d.is_dir():
+        raise UserError(f"checkpoint folder not found: {d}")
+    for name in (CONFIG_NAME, WEIGHTS_NAME):
+        if not (d / name).is_file():
+            raise UserError(f"{d} is not a checkpoint folder: {name} is missing")
+    raw = json.loads((d / CONFIG_NAME).read_text(encoding="utf-8"))
+    return AlbertConfig.from_hf_dict(raw), load_file(str(d / WEIGHTS_NAME)), raw
+
+
+def load_state(
+    model: AlbertPreTrainedModel, state: dict[str, torch.Tensor], source: str = "checkpoint"
+) -> None:
+    """Load `state` into `model`, strictly up to ties and head changes.
+
+    Allowed differences: tied aliases (stored once), the pretraining heads when loading into a
+    fine-tuning model (unexpected `predictions.*` / `sop_classifier.*`, `albert.pooler.*` without a
+    pooler) and a fine-tuning head that the checkpoint does not have yet (missing `classifier.*`,
+    left at its init). Anything else is a UserError naming the keys.
+    """
+    aliases = tied_aliases(model)
+    expected = {k for k in model.state_dict() if k not in aliases}
+    if isinstance(model, AlbertModel):  # a bare backbone: checkpoints of head models prefix it with albert.
+        state = {k.removeprefix("albert."): v for k, v in state.items() if k.startswith("albert.")} or state
+    missing = sorted(expected - set(state))
+    unexpected = sorted(set(state) - expected - set(aliases))
+    head_model = not isinstance(model, AlbertForPreTraining)
+    if head_model:
+        missing = [k for k in missing if not k.startswith("classifier.")]
+        droppable = ("predictions.", "sop_classifier.", "albert.pooler.", "pooler.")
+        unexpected = [k for k in unexpected if not k.startswith(droppable)]
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}")
+        if unexpected:
+            parts.append(f"unexpected {', '.join(unexpected[:8])}{' ...' if len(unexpected) > 8 else ''}")
+        raise UserError(f"{source} does not match the model: {'; '.join(parts)}")
+    own = model.state_dict()
+    for k, v in state.items():
+        if k in own and own[k].shape != v.shape:
+            raise UserError(
+                f"{source}: {k} has shape {tuple(v.shape)}, the model expects {tuple(own[k].shape)}"
+            )
+    model.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False)
+
+
+def load_pretrained(
+    ckpt_dir: str | Path,
+    model_class: type[AlbertPreTrainedModel] | str | None = None,
+    map_location: str | torch.device = "cpu",
+    **model_kwargs,
+) -> AlbertPreTrainedModel:
+    """Build the model a checkpoint folder describes and load its weights.
+
+    model_class: None = the class recorded in config.json (AlbertForPreTraining by default); a
+    fine-tuning class (e.g. AlbertForSequenceClassification with num_labels=3) loads the pretrained
+    backbone of a pretraining checkpoint and keeps its new head at init.
+    """
+    config, state, raw = read_checkpoint(ckpt_dir)
+    if model_class is None:
+        model_class = (raw.get("architectures") or ["AlbertForPreTraining"])[0]
+    if isinstance(model_class, str):
+        model_class = _model_class(model_class)
+    recorded = (raw.get("architectures") or [None])[0]
+    if "num_labels" in raw and "num_labels" not in model_kwargs and model_class.__name__ == recorded:
+        model_kwargs["num_labels"] = raw["num_labels"]
+    model = model_class(config, **model_kwargs)
+    load_state(model, state, source=str(ckpt_dir))
+    return model.to(map_location)
+
+
+# ---------------------------------------------------------------------------------------------------
+# transformers export
+
+
+def _hf_tokenizer_files(spm_path: Path, out: Path) -> None:
+    """spiece.model + tokenizer_config.json so transformers' AlbertTokenizer loads the vocabulary."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+
+    def piece(i: int, default: str) -> str:
+        return sp.id_to_piece(i) if 0 <= i < sp.get_piece_size() else default
+
+    def find(p: str, default: str) -> str:
+        return p if sp.piece_to_id(p) != sp.unk_id() else default
+
+    shutil.copyfile(spm_path, out / "spiece.model")
+    tokenizer_config = {
+        "tokenizer_class": "AlbertTokenizer",
+        "do_lower_case": False,
+        "keep_accents": True,
+        "remove_space": True,
+        "unk_token": piece(sp.unk_id(), "<unk>"),
+        "pad_token": piece(sp.pad_id(), "<pad>"),
+        "cls_token": find("[CLS]", "[CLS]"),
+        "sep_token": find("[SEP]", "[SEP]"),
+        "mask_token": find("[MASK]", "[MASK]"),
+        "bos_token": find("[CLS]", "[CLS]"),
+        "eos_token": find("[SEP]", "[SEP]"),
+        "model_max_length": 512,
+    }
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(tokenizer_config, indent=2) + "\n", encoding="utf-8"
+    )
+
+
+def export_hf(ckpt_dir: str | Path, out_dir: str | Path) -> Path:
+    """Checkpoint folder -> a transformers AlbertForPreTraining folder (+ tokenizer files if spm.model)."""
+    from safetensors.torch import save_file
+
+    model = load_pretrained(ckpt_dir, AlbertForPreTraining)
+    state, config = to_hf_state_dict(model)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    hf_config = config.to_hf_dict()
+    hf_config.pop("sharing", None)
+    save_file(state, str(out / WEIGHTS_NAME), metadata={"format": "pt"})
+    (out / CONFIG_NAME).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    spm_path = Path(ckpt_dir) / SPM_NAME
+    if spm_path.is_file():
+        shutil.copyfile(spm_path, out / SPM_NAME)
+        _hf_tokenizer_files(spm_path, out)
+    return out
+
+
+__all__ = [
+    "CONFIG_NAME",
+    "SHARED_SUBMODULES",
+    "SPM_NAME",
+    "WEIGHTS_NAME",
+    "canonical_state_dict",
+    "export_hf",
+    "load_pretrained",
+    "load_state",
+    "read_checkpoint",
+    "save_pretrained",
+    "tied_aliases",
+    "to_hf_state_dict",
+]

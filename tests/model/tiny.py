@@ -1,0 +1,50 @@
+"""Tiny configs and inputs shared by the model tests (hidden 16-32, 2 layers, small vocabulary)."""
+
+from __future__ import annotations
+
+import torch
+
+from model.config import AlbertConfig
+
+VOCAB = 64
+
+
+def tiny_config(**overrides) -> AlbertConfig:
+    values = dict(
+        vocab_size=VOCAB,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    values.update(overrides)
+    return AlbertConfig(**values)
+
+
+def toy_batch(B: int = 3, L: int = 12, P: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A pretraining batch in the TFRecord schema's shapes, with padding and padded predictions."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = [L, L - 3, L // 2][:B] + [L] * max(0, B - 3)
+    input_ids = torch.randint(5, VOCAB, (B, L), generator=g)
+    attention_mask = torch.zeros(B, L, dtype=torch.long)
+    token_type_ids = torch.zeros(B, L, dtype=torch.long)
+    positions = torch.zeros(B, P, dtype=torch.long)
+    weights = torch.zeros(B, P)
+    for b, n in enumerate(lengths):
+        input_ids[b, n:] = 0
+        attention_mask[b, :n] = 1
+        token_type_ids[b, n // 2 : n] = 1
+        k = min(P, max(1, n // 3))  # fewer real predictions on short rows: the rest is padding
+        positions[b, :k] = torch.sort(torch.randperm(n - 2, generator=g)[:k] + 1).values
+        weights[b, :k] = 1.0
+    return dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        token_type_ids=token_type_ids,
+        masked_lm_positions=positions,
+        masked_lm_ids=torch.gather(input_ids, 1, positions),
+        masked_lm_weights=weights,
+        sentence_order_label=torch.randint(0, 2, (B,), generator=g),
+    )
