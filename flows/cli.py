@@ -28,8 +28,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "instances": ("pipelines.instances", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
     "export": ("model.commands", "checkpoint folder -> transformers (hf) or original TF checkpoint"),
     "import": ("model.commands", "original TF checkpoint + albert_config.json -> checkpoint folder"),
-    "export": ("model.commands", "checkpoint folder -> transformers (hf) or original TF checkpoint"),
-    "import": ("model.commands", "original TF checkpoint + albert_config.json -> checkpoint folder"),
     "bench": ("flows.bench", "throughput benchmarks, side by side with references"),
 }
 
