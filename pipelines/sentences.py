@@ -87,3 +87,8 @@ def split_sentences(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
             if s:
                 sentences.extend(_split_long(s, max_chars))
     return sentences
+
+
+def split_paragraphs(paragraphs: list[str], max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
+    """The sentences of several paragraphs (a document's lines), in order."""
+    return [s for paragraph in paragraphs for s in split_sentences(paragraph, max_chars)]

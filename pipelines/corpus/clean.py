@@ -20,7 +20,7 @@ from pipelines.corpus import filters, minhash, wikitext
 from pipelines.corpus.normalize import ChineseConverter, normalize_text
 from pipelines.corpus.options import CorpusOptions
 from pipelines.documents import make_document
-from pipelines.sentences import split_sentences
+from pipelines.sentences import split_paragraphs
 
 _EXCERPT = 200
 
@@ -152,7 +152,7 @@ def finalize_document(
         if filters.count_chars(lines) < max(1, opts.min_chars):
             dropped.append(rejected(doc, "too_short_after_line_dedup", "dedup"))
             return kept, dropped, removed
-    sentences = [s for line in lines for s in split_sentences(line, opts.max_sentence_chars)]
+    sentences = split_paragraphs(lines, opts.max_sentence_chars)
     if not sentences:
         dropped.append(rejected(doc, "empty", "dedup"))
         return kept, dropped, removed

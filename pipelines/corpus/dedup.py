@@ -56,11 +56,10 @@ def _band_entries(kv, bands: int, rows: int):
 def _bucket_pairs(kv, threshold: float, window: int):
     _, members = kv
     members = sorted({m[0]: m[1] for m in members}.items())  # distinct ids, sorted
-    if len(members) < 2:
-        return
-    Metrics.counter(NS, "lsh/buckets_with_candidates").inc()
-    decoded = [(i, np.frombuffer(s, dtype=np.uint32)) for i, s in members]
-    yield from minhash.similar_pairs(decoded, threshold, window)
+    if len(members) > 1:
+        Metrics.counter(NS, "lsh/buckets_with_candidates").inc()
+        decoded = [(i, np.frombuffer(s, dtype=np.uint32)) for i, s in members]
+        yield from minhash.similar_pairs(decoded, threshold, window)
 
 
 class NearDuplicates(beam.PTransform):
@@ -95,12 +94,11 @@ def _propagate(kv):
     """One min-label round at node u: u keeps min(label(u), labels of its neighbours) next round."""
     node, grouped = kv
     labels = list(grouped["label"])
-    if not labels:
-        return
-    label = min(labels)
-    yield node, label
-    for neighbour in grouped["adj"]:
-        yield neighbour, label
+    if labels:
+        label = min(labels)
+        yield node, label
+        for neighbour in grouped["adj"]:
+            yield neighbour, label
 
 
 def _label_to_neighbours(kv):
@@ -198,13 +196,11 @@ def _line_verdicts(kv, boilerplate_min_docs: int):
             smallest = doc_id
         if len(distinct) < boilerplate_min_docs:
             distinct.add(doc_id)
-    if len(distinct) < 2:
-        return
     if len(distinct) >= boilerplate_min_docs:
         Metrics.counter(NS, "lines/boilerplate_keys").inc()
         for doc_id in ids:
             yield doc_id, (key, "boilerplate_line")
-    else:
+    elif len(distinct) >= 2:
         Metrics.counter(NS, "lines/repeated_keys").inc()
         for doc_id in ids:
             if doc_id != smallest:

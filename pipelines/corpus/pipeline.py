@@ -99,34 +99,33 @@ class _Clean(beam.DoFn):
     def process(self, record):
         if "error" in record:
             rec = clean.dead_letter(record)
-            count_rejected(rec)
-            yield beam.pvalue.TaggedOutput(REJECTED, rec)
-            return
-        try:
-            verdict, out, removed = clean.clean_record(record, self.opts, self.convert)
-            if verdict == "doc":
-                fingerprints = (
-                    clean.text_hash(out["lines"]),
-                    clean.doc_signature(out["lines"], self.opts),
-                    clean.line_hashes(out["lines"], self.opts),
+        else:
+            try:
+                verdict, rec, removed = clean.clean_record(record, self.opts, self.convert)
+                if verdict == "doc":
+                    doc = rec
+                    fingerprints = (
+                        clean.text_hash(doc["lines"]),
+                        clean.doc_signature(doc["lines"], self.opts),
+                        clean.line_hashes(doc["lines"], self.opts),
+                    )
+            except Exception as err:  # noqa: BLE001 -- any failure on one record is that record's dead letter
+                verdict, removed = "drop", {}
+                rec = clean.rejected(
+                    record, "processing_error", "clean", f"{type(err).__name__}: {err}", True
                 )
-        except Exception as err:  # noqa: BLE001 -- any failure on one record is that record's dead letter
-            rec = clean.rejected(record, "processing_error", "clean", f"{type(err).__name__}: {err}", True)
+            for rule, n in removed.items():
+                _count(f"lines_removed/{rule}", n)
+            if verdict == "doc":
+                text_hash, sig, line_keys = fingerprints
+                yield doc["id"], doc
+                yield beam.pvalue.TaggedOutput(HASHES, (text_hash, doc["id"]))
+                yield beam.pvalue.TaggedOutput(SIGNATURES, (doc["id"], sig))
+                yield beam.pvalue.TaggedOutput(LINES, (doc["id"], line_keys))
+                rec = None
+        if rec is not None:
             count_rejected(rec)
             yield beam.pvalue.TaggedOutput(REJECTED, rec)
-            return
-        for rule, n in removed.items():
-            _count(f"lines_removed/{rule}", n)
-        if verdict == "drop":
-            count_rejected(out)
-            yield beam.pvalue.TaggedOutput(REJECTED, out)
-            return
-        doc_id = out["id"]
-        text_hash, sig, line_keys = fingerprints
-        yield doc_id, out
-        yield beam.pvalue.TaggedOutput(HASHES, (text_hash, doc_id))
-        yield beam.pvalue.TaggedOutput(SIGNATURES, (doc_id, sig))
-        yield beam.pvalue.TaggedOutput(LINES, (doc_id, line_keys))
 
 
 class CleanDocuments(beam.PTransform):
@@ -148,11 +147,10 @@ class CleanDocuments(beam.PTransform):
 def _not_removed(kv, tag: str):
     """After CoGroupByKey({tag: values, 'exact': ..., 'near': ...}): the values of ids not removed."""
     doc_id, grouped = kv
-    if any(True for _ in grouped.get("exact", ())) or any(True for _ in grouped.get("near", ())):
-        return
-    for value in grouped[tag]:
-        yield doc_id, value
-        return  # one value per id: duplicate ids are settled in Finalize
+    removed = any(True for _ in grouped.get("exact", ())) or any(True for _ in grouped.get("near", ()))
+    first = next(iter(grouped[tag]), None)  # one value per id: duplicate ids are settled in Finalize
+    if not removed and first is not None:
+        yield doc_id, first
 
 
 def _occurrences(kv):
@@ -168,8 +166,10 @@ class _Finalize(beam.DoFn):
     def process(self, kv):
         _, grouped = kv
         docs = list(grouped["doc"])
-        if not docs:
-            return  # verdicts of an id whose doc was dropped earlier (cannot happen: defensive)
+        if docs:  # (verdicts always come with their doc; an id without one has nothing to write)
+            yield from self._finalize(docs, grouped)
+
+    def _finalize(self, docs, grouped):
         exact = min(grouped["exact"], default=None)
         near = min(grouped["near"], default=None)
         removals = set(grouped["lines"])
