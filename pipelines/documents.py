@@ -10,6 +10,8 @@ Readers here are generators: they stream, so memory does not grow with the input
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
 import io
 import json
@@ -35,11 +37,17 @@ def open_text(path: str) -> io.TextIOBase:
     """Open a text file, local or on any filesystem Beam knows (gs://...), .gz/.bz2 decompressed by
     extension. Undecodable bytes become U+FFFD replacement characters so one bad byte never loses a
     document; the instance stage counts them."""
+    from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
     if not FileSystems.exists(path):
         raise UserError(f"input file not found: {path}")
-    return io.TextIOWrapper(FileSystems.open(path), encoding="utf-8", errors="replace", newline=None)
+    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if path.endswith(".gz"):
+        raw = gzip.GzipFile(fileobj=raw)
+    elif path.endswith(".bz2"):
+        raw = bz2.BZ2File(raw)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
 
 
 def read_text_documents(path: str) -> Iterator[dict]:
@@ -83,11 +91,19 @@ def read_jsonl_documents(path: str) -> Iterator[dict]:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
+            where = f"{path}:{lineno}"
             try:
                 doc = json.loads(line)
-                if not isinstance(doc, dict) or "id" not in doc or not isinstance(doc.get("sentences"), list):
-                    raise ValueError("not a document object with id and sentences")
             except ValueError as err:
-                yield {"_error": f"malformed_json: {err}", "_raw": line[:1000], "_where": f"{path}:{lineno}"}
+                yield {"_error": f"malformed_json: {err}", "_raw": line[:1000], "_where": where}
+                continue
+            if (
+                not isinstance(doc, dict)
+                or not isinstance(doc.get("id"), str)
+                or not isinstance(doc.get("sentences"), list)
+            ):
+                doc_id = doc.get("id") if isinstance(doc, dict) and isinstance(doc.get("id"), str) else None
+                yield {"_error": "malformed_document: not an object with a string id and a list of sentences",
+                       "id": doc_id, "_raw": line[:1000], "_where": where}  # fmt: skip
                 continue
             yield doc

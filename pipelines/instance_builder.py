@@ -17,7 +17,7 @@ import numpy as np
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.packing import PackingConfig, assemble, plan_chunks
 from pipelines.tfexample import encode_examples, frame_record
-from pipelines.tokenizer import EncodedDoc, Tokenizer, WholeWord, count_bad_chars, normalize
+from pipelines.tokenizer import EncodedDoc, Tokenizer, WholeWord, count_bad_chars, normalize, normalize_many
 
 MAX_INVALID_FRACTION = 0.1
 """A document with more undecodable characters than this is skipped as `invalid_utf8`; fewer are
@@ -78,12 +78,8 @@ def prepare_document(doc: dict, whole_word: WholeWord, notes: Counter) -> Prepar
         return "malformed_document"
     if not all(isinstance(s, str) for s in sentences):
         return "malformed_document"
-    raw_chars = sum(len(s) for s in sentences)
-    invalid = control = 0
-    for s in sentences:
-        i, c = count_bad_chars(s)
-        invalid += i
-        control += c
+    raw_chars = sum(map(len, sentences))
+    invalid, control = count_bad_chars("".join(sentences))
     if raw_chars and invalid > MAX_INVALID_FRACTION * raw_chars:
         return "invalid_utf8"
     if invalid:
@@ -99,7 +95,7 @@ def prepare_document(doc: dict, whole_word: WholeWord, notes: Counter) -> Prepar
         words = [[w for w in (normalize(x) for x in ws) if w] for ws in gold]
         normalized = ["".join(ws) for ws in words]
     else:
-        normalized = [normalize(s) for s in sentences]
+        normalized = normalize_many(sentences)
     keep = [k for k, s in enumerate(normalized) if s]
     if len(keep) < len(normalized):
         notes["empty_sentences_dropped"] += len(normalized) - len(keep)

@@ -81,7 +81,9 @@ class ReadGroups(beam.DoFn):
         chars = {"train": 0, "eval": 0}
         count = {"train": 0, "eval": 0}
         notes = {"train": Counter(), "eval": Counter()}
+        n_read = 0
         for n, doc in enumerate(iter_documents(kind, path)):
+            n_read += 1
             self.read.inc()
             doc_notes: Counter = Counter()
             prepared = prepare_document(doc, cfg.whole_word, doc_notes)
@@ -110,6 +112,7 @@ class ReadGroups(beam.DoFn):
         for split in ("train", "eval"):
             if pending[split]:
                 yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
+        yield beam.pvalue.TaggedOutput("read", {"documents_read": n_read})
 
 
 class WriteGroupFiles(beam.DoFn):
@@ -179,7 +182,8 @@ class CreateInstances(beam.PTransform):
         groups = (
             inputs
             | "SpreadInputs" >> beam.Reshuffle()
-            | "ReadGroups" >> beam.ParDo(ReadGroups(self.config)).with_outputs("skipped", main="groups")
+            | "ReadGroups"
+            >> beam.ParDo(ReadGroups(self.config)).with_outputs("skipped", "read", main="groups")
         )
         _ = (
             groups.skipped
@@ -196,7 +200,7 @@ class CreateInstances(beam.PTransform):
             WriteGroupFiles(self.vocab_model, self.out_dir, self.config)
         )
         _ = (
-            (file_stats, skipped_counts)
+            (file_stats, skipped_counts, groups.read)
             | "AllStats" >> beam.Flatten()
             | "MergeStats" >> beam.CombineGlobally(_MergeStats())
             | "WriteStats" >> beam.Map(_write_json, f"{self.out_dir}/stats.json")
@@ -228,7 +232,16 @@ def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int
 
 def summarize(stats: dict, config: InstanceConfig) -> dict:
     """Headline figures of a run, computed from the merged stats (per split and overall)."""
-    out = {}
+    kept = sum(stats.get(split, {}).get("documents", 0) for split in ("train", "eval"))
+    skipped = sum(stats.get("skipped", {}).values())
+    out = {
+        "accounting": {
+            "documents_read": stats.get("documents_read", 0),
+            "documents_kept": kept,
+            "documents_skipped": skipped,
+            "balanced": stats.get("documents_read", 0) == kept + skipped,
+        }
+    }
     for split in ("train", "eval"):
         s = stats.get(split)
         if not s:
@@ -375,7 +388,10 @@ def run(args: argparse.Namespace, beam_args: list[str] | None = None) -> int:
     config = config_from_args(args)
     inputs = resolve_inputs(args.text, args.corpus)
     manifest = run_pipeline(inputs, args.vocab, args.out, config, beam_args)
-    for split, s in manifest["summary"].items():
+    for split in ("train", "eval"):
+        s = manifest["summary"].get(split)
+        if not s:
+            continue
         print(
             f"{split}: {s['documents']:,} documents -> {s['instances']:,} instances, {s['real_tokens']:,} real tokens, "
             f"fill {s['fill_rate']:.1%}, masked {s['masked_fraction']:.1%} ({s['masked_per_instance']} per instance), "

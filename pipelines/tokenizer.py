@@ -27,6 +27,7 @@ it on the whole sample) at several times the speed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import unicodedata
@@ -59,12 +60,51 @@ def is_cjk_char(ch: str) -> bool:
     )
 
 
+@functools.cache
+def _nfkc_table() -> tuple[re.Pattern, dict[str, str]]:
+    """Every BMP code point whose NFKC form differs from itself, and a regex that finds them (beyond
+    the BMP, `nfkc`'s final check catches the rest: a large non-BMP class would make the regex slow)."""
+    table = {}
+    for cp in range(0x10000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        ch = chr(cp)
+        norm = unicodedata.normalize("NFKC", ch)
+        if norm != ch:
+            table[ch] = norm
+    return re.compile("[" + "".join(re.escape(c) for c in table) + "]"), table
+
+
+def nfkc(text: str) -> str:
+    """unicodedata.normalize("NFKC", text), ~3x faster on Chinese text: the code points that change
+    are replaced from a table (a regex finds them), then the rare text that is still not NFKC (combining
+    sequences, Hangul) gets the full algorithm, which yields NFKC(text) since NFKC(NFKC(c)...) = NFKC."""
+    pattern, table = _nfkc_table()
+    out = pattern.sub(lambda m: table[m.group()], text)
+    return out if unicodedata.is_normalized("NFKC", out) else unicodedata.normalize("NFKC", out)
+
+
 def normalize(text: str) -> str:
     """NFKC (full-width letters/digits/punctuation to ASCII), control characters removed, white space
     folded to single spaces. Applied identically before training the vocabulary and before encoding."""
-    text = unicodedata.normalize("NFKC", text)
+    text = nfkc(text)
     text = _CONTROL.sub("", text)
     return _WS.sub(" ", text).strip()
+
+
+_WS_NOT_NEWLINE = re.compile(r"[^\S\n]+")
+
+
+def normalize_many(texts: list[str]) -> list[str]:
+    """`normalize` applied to each text, in a few calls over the joined texts (much faster on many
+    short sentences). Newlines inside a text count as white space."""
+    joined = "\n".join(t.replace("\n", " ") if "\n" in t else t for t in texts)
+    joined = _CONTROL.sub("", nfkc(joined))
+    joined = _WS_NOT_NEWLINE.sub(" ", joined)
+    out = [t.strip() for t in joined.split("\n")]
+    if len(out) != len(texts):  # NFKC produced a newline (it does not for any current code point)
+        return [normalize(t) for t in texts]
+    return out
 
 
 def count_bad_chars(text: str) -> tuple[int, int]:

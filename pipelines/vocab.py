@@ -93,6 +93,27 @@ def train_vocab(sentences: Iterable[str], config: VocabConfig) -> tuple[bytes, d
     sample.sort()  # the sample is a set: its order must not depend on reservoir replacement order
     symbols = atomic_symbols(sample, config) if config.split_cjk else []
     model = io.BytesIO()
+    try:
+        _train(spm, sample, symbols, config, model)
+    except RuntimeError as err:
+        if "required_chars" in str(err) or "Vocabulary size" in str(err):
+            raise UserError(
+                f"--vocab-size {config.vocab_size} is too small for this text: SentencePiece says "
+                f"{str(err).split(']')[-1].strip()}"
+            ) from err
+        raise
+    proto = model.getvalue()
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    stats = {
+        "sentences_seen": seen,
+        "sentences_sampled": len(sample),
+        "atomic_single_char_pieces": len(symbols),
+        "vocab_size": sp.get_piece_size(),
+    }
+    return proto, stats
+
+
+def _train(spm, sample: list[str], symbols: list[str], config: VocabConfig, model: io.BytesIO) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sample),
         model_writer=model,
@@ -115,15 +136,6 @@ def train_vocab(sentences: Iterable[str], config: VocabConfig) -> tuple[bytes, d
         seed_sentencepiece_size=1_000_000,
         minloglevel=2,
     )
-    proto = model.getvalue()
-    sp = spm.SentencePieceProcessor(model_proto=proto)
-    stats = {
-        "sentences_seen": seen,
-        "sentences_sampled": len(sample),
-        "atomic_single_char_pieces": len(symbols),
-        "vocab_size": sp.get_piece_size(),
-    }
-    return proto, stats
 
 
 def write_vocab(out_dir: str, proto: bytes) -> list[str]:

@@ -1,0 +1,28 @@
+"""The bundled sample: articles recovered from the People's Daily file, with gold words."""
+
+from __future__ import annotations
+
+from pipelines.peoples_daily import parse_line, read_articles
+
+
+def test_parse_line_strips_tags():
+    assert parse_line("迈向/v  充满/v  希望/n  １/２/m") == ["迈向", "充满", "希望", "１/２"]
+
+
+def test_articles_are_many_small_documents_with_gold_words():
+    docs = list(read_articles())
+    assert 3000 < len(docs) < 4000, "articles, never one giant document"
+    assert len({d["id"] for d in docs}) == len(docs)
+    chars = [sum(map(len, d["sentences"])) for d in docs]
+    assert sum(chars) > 1_800_000 and max(chars) < 20_000
+    for d in docs:
+        assert d["sentences"] and len(d["words"]) == len(d["sentences"])
+        for s, w in zip(d["sentences"], d["words"]):
+            assert "".join(w) == s
+    # a headline opens each article and the speech that follows stays with its headline
+    assert docs[0]["title"].startswith("迈向充满希望的新世纪")
+    assert any(s.startswith("同胞们、朋友们") for s in docs[0]["sentences"])
+
+
+def test_limit():
+    assert len(list(read_articles(limit=5))) == 5

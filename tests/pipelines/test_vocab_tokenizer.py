@@ -1,0 +1,135 @@
+"""Vocabulary conventions, the tokenizer's fast path, and word boundaries (incl. gold segmentation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipelines.tokenizer import Tokenizer, nfkc, normalize, normalize_many
+from pipelines.vocab import VocabConfig, train_vocab
+
+
+def test_albert_conventions(tokenizer):
+    sp = tokenizer.sp
+    assert sp.pad_id() == 0 and sp.unk_id() == 1 and sp.bos_id() == -1 and sp.eos_id() == -1
+    assert [sp.id_to_piece(i) for i in (2, 3, 4)] == ["[CLS]", "[SEP]", "[MASK]"]
+    assert all(sp.is_control(i) for i in (2, 3, 4))
+    pool = set(tokenizer.ordinary_ids.tolist())
+    assert not pool & {0, 1, 2, 3, 4}, "random replacements never draw control pieces"
+
+
+def test_cjk_is_character_level_and_latin_keeps_subwords(tokenizer):
+    pieces = tokenizer.sp.encode("中华人民共和国成立了", out_type=str)
+    assert all(len(p) == 1 for p in pieces)
+    latin = tokenizer.sp.encode("the quick brown fox", out_type=str)
+    assert any(len(p.lstrip("▁")) > 1 for p in latin)
+
+
+def test_training_is_deterministic(sample_docs):
+    sentences = [s for d in sample_docs[:60] for s in d["sentences"]]
+    cfg = VocabConfig(vocab_size=2500, sample_sentences=500, seed=7)
+    a, _ = train_vocab(iter(sentences), cfg)
+    b, _ = train_vocab(iter(sentences), cfg)
+    assert a == b
+    c, _ = train_vocab(iter(sentences), VocabConfig(vocab_size=2500, sample_sentences=500, seed=8))
+    assert c != a  # another reservoir sample
+
+
+def test_too_small_vocabulary_is_a_clear_error(sample_docs):
+    from pipelines.errors import UserError
+
+    sentences = [s for d in sample_docs[:60] for s in d["sentences"]]
+    with pytest.raises(UserError, match="--vocab-size"):
+        train_vocab(iter(sentences), VocabConfig(vocab_size=200, split_cjk=False))
+
+
+MIXED = [
+    "我用NLP模型，在2019年 Hello world! 做测试。",
+    "e.g. The U.S. economy grew 3.14% in 1998 ",
+    "龘龘 abc  def  ghi",
+    "ｘｙｚ 中 文 ok",
+    "a",
+    "。”",
+]
+
+
+def test_fast_path_equals_sentencepiece(tokenizer, sample_docs):
+    assert tokenizer.char_table is not None
+    docs = [normalize_many(d["sentences"]) for d in sample_docs[:80]] + [[normalize(s) for s in MIXED]]
+    for k, sentences in enumerate(docs):
+        sentences = [s for s in sentences if s]
+        enc = tokenizer.encode_document(str(k), sentences, "sp")
+        expected = [i for s in sentences for i in tokenizer.sp.encode(s)]
+        assert enc.ids.tolist() == expected
+        counts = [len(tokenizer.sp.encode(s)) for s in sentences]
+        assert np.diff(enc.sent_starts).tolist() == counts
+
+
+@pytest.mark.parametrize("mode", ["sp", "zh", "none"])
+def test_fast_and_general_paths_give_the_same_word_starts(tokenizer, sample_docs, mode):
+    slow = Tokenizer(tokenizer.model_proto)
+    slow.char_table = None
+    for d in sample_docs[:40]:
+        sentences = [s for s in normalize_many(d["sentences"]) if s]
+        a = tokenizer.encode_document(d["id"], sentences, mode)
+        b = slow.encode_document(d["id"], sentences, mode)
+        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.word_start, b.word_start)
+
+
+def test_word_start_rules(tokenizer):
+    sentence = normalize("我爱ALBERT模型")
+    sp = tokenizer.encode_document("x", [sentence], "sp")
+    assert sp.word_start[:2].all()  # each CJK character is a word in sp mode
+    pieces = tokenizer.sp.encode(sentence, out_type=str)
+    latin = [i for i, p in enumerate(pieces) if p[0].isascii()]
+    assert sp.word_start[latin[0]] and not sp.word_start[latin[1:]].any(), "ALBERT is one word after 我爱"
+    none = tokenizer.encode_document("x", [sentence], "none")
+    assert none.word_start.all()
+
+
+def test_gold_word_starts_match_the_gold_segmentation(tokenizer, sample_docs):
+    """On sentences made only of table characters (one piece per character), token word starts in
+    `gold` mode are exactly the starts of the sample's gold words."""
+    checked = 0
+    for d in sample_docs[:120]:
+        words = [[normalize(w) for w in ws] for ws in d["words"]]
+        sentences = ["".join(ws) for ws in words]
+        enc = tokenizer.encode_document(d["id"], sentences, "gold", words)
+        for k, ws in enumerate(words):
+            text = sentences[k]
+            if not text or not all(
+                ch != " " and tokenizer.char_table[ord(ch)] >= 0
+                for ch in text
+                if ord(ch) < len(tokenizer.char_table)
+            ):
+                continue
+            if any(ord(ch) >= len(tokenizer.char_table) for ch in text):
+                continue
+            lo, hi = enc.sent_starts[k], enc.sent_starts[k + 1]
+            assert hi - lo == len(text)
+            expected = np.zeros(len(text), dtype=bool)
+            expected[np.cumsum([0] + [len(w) for w in ws[:-1]])] = True
+            got = enc.word_start[lo:hi].copy()
+            # non-CJK pieces (punctuation) always start a word: compare on CJK characters only
+            cjk = np.array([tokenizer.piece_class[i] == 1 for i in enc.ids[lo:hi]])
+            prev_cjk = np.concatenate(([False], cjk[:-1]))
+            inner = cjk & prev_cjk
+            assert np.array_equal(got[inner], expected[inner])
+            checked += 1
+    assert checked > 200
+
+
+def test_jieba_agrees_with_gold_mostly(sample_docs):
+    from pipelines.segmentation import boundary_agreement
+
+    scores = boundary_agreement(sample_docs[:150])
+    print(f"\njieba vs gold word boundaries on the sample: {scores}")
+    assert scores["boundary_f1"] > 0.85 and scores["word_f1"] > 0.7
+
+
+def test_nfkc_matches_unicodedata():
+    import unicodedata
+
+    for text in MIXED + ["ｅ\u0301 한글 ＡＢ１２，。", "①㍿ 𝐀𝐁 \U0002f800", "e\u0301"]:
+        assert nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert normalize_many(["  a\tb ", "ＡＢ", "x\ny"]) == ["a b", "AB", "x y"]
