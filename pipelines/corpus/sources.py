@@ -242,8 +242,10 @@ def iter_page_blobs(stream, max_bytes: int) -> Iterator[tuple[bytes | None, int]
     buf = b""
     n = 0
     skipping = False
+    # read1: what is decompressed so far comes back before a truncated stream raises
+    read = stream.read1 if hasattr(stream, "read1") else stream.read
     while True:
-        chunk = stream.read(_CHUNK)
+        chunk = read(_CHUNK)
         if not chunk:
             break
         buf += chunk

@@ -106,7 +106,8 @@ def write_dump(path: str, pages: list[str], multistream: bool = False, per_strea
     streams.append(bz2.compress(FOOTER.encode("utf-8")))
     with open(path, "wb") as f:
         f.write(b"".join(streams))
-    index = path.replace("multistream", "multistream-index").replace(".xml", ".txt")
+    folder, name = os.path.split(path)
+    index = os.path.join(folder, name.replace("multistream", "multistream-index").replace(".xml", ".txt"))
     with open(index, "wb") as f:
         f.write(bz2.compress(("\n".join(index_lines) + "\n").encode("utf-8")))
     return index
