@@ -1,0 +1,47 @@
+"""`albert bench TARGET`: throughput benchmarks, each printed side by side with a reference measured in
+the same run (a ratio), never asserted in tests.
+
+    instances  our Beam instance pipeline vs the original single-process generator's algorithm
+    corpus     read+clean+dedup+segment on the sample, and near-duplicate precision/recall
+    model      our pretraining step vs transformers' AlbertForPreTraining (same config and inputs)
+    train      loader-only instances/s next to training steps/s
+    all        every one of the above, in that order
+
+Each target runs as its own process (`python -m MODULE`), so peak memory and imports do not leak from
+one into the next. Options after the target go to it (`albert bench model --device cuda`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+TARGETS = {
+    "instances": "pipelines.bench_instances",
+    "corpus": "pipelines.corpus.bench",
+    "model": "model.bench_model",
+    "train": "model.bench_train",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", choices=[*TARGETS, "all"], help="what to measure")
+    p.add_argument("options", nargs=argparse.REMAINDER, help="options passed to the target's benchmark")
+
+
+def run(args: argparse.Namespace) -> int:
+    targets = list(TARGETS) if args.target == "all" else [args.target]
+    failed = []
+    for name in targets:
+        print(f"\n=== albert bench {name} ===", flush=True)
+        started = time.time()
+        code = subprocess.call([sys.executable, "-m", TARGETS[name], *args.options])
+        print(f"=== {name}: exit {code}, {time.time() - started:.0f} s ===", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"benchmarks that failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
