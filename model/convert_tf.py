@@ -145,7 +145,7 @@ def read_tf_weights(prefix: str, config: AlbertConfig) -> dict[str, torch.Tensor
     missing = [n for n in known if n not in shapes]
     if missing:
         raise UserError(f"TF checkpoint {prefix} lacks variable(s): {', '.join(missing[:6])}")
-    expected = {k: tuple(v.shape) for k, v in expected_shapes(config).items()}
+    expected = {k: tuple(shape) for k, shape in expected_shapes(config).items()}
     state: dict[str, torch.Tensor] = {}
     for tf_name, key, transpose in table:
         array = np.asarray(reader.get_tensor(tf_name), dtype=np.float32)
