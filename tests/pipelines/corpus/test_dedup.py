@@ -1,0 +1,89 @@
+"""TestPipeline tests of the dedup transforms (in-memory DirectRunner)."""
+
+import random
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.corpus import minhash
+from pipelines.corpus.dedup import ConnectedComponents, ExactDuplicates, NearDuplicates, RepeatedLines
+from pipelines.corpus.options import CorpusOptions
+
+ARGS = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
+
+
+def _pipeline():
+    return BeamTestPipeline(argv=ARGS)
+
+
+def test_exact_duplicates_smallest_id_survives():
+    with _pipeline() as p:
+        out = (
+            p
+            | beam.Create([("h1", "b"), ("h1", "a"), ("h1", "c"), ("h2", "d"), ("h1", "a")])
+            | ExactDuplicates()
+        )
+        assert_that(out, equal_to([("b", "a"), ("c", "a")]))
+
+
+def test_connected_components_exact_even_when_rounds_do_not_converge():
+    # a chain of 12 nodes (diameter 11) and a star: 1 round cannot converge, the fallback finishes it
+    chain = [(f"n{i:02d}", f"n{i + 1:02d}") for i in range(11)]
+    star = [("s0", f"s{i}") for i in range(1, 5)]
+    edges = chain[::-1] + star
+    expected = [(f"n{i:02d}", "n00") for i in range(1, 12)] + [(f"s{i}", "s0") for i in range(1, 5)]
+    for rounds in (0, 1, 4):
+        with _pipeline() as p:
+            out = p | beam.Create(edges) | ConnectedComponents(rounds)
+            assert_that(out, equal_to(expected))
+
+
+def _doc_signatures(texts: dict[str, str], opts: CorpusOptions):
+    return [
+        (i, minhash.signature(minhash.shingles(t, opts.shingle_chars), opts.num_perm).tobytes())
+        for i, t in texts.items()
+    ]
+
+
+def test_near_duplicates_cluster_and_survivor():
+    rng = random.Random(0)
+    base = "".join(
+        rng.choice("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动")
+        for _ in range(400)
+    )
+    other = "".join(
+        rng.choice("天地玄黄宇宙洪荒日月盈昃辰宿列张寒来暑往秋收冬藏闰余成岁律吕调阳云腾致雨露结为霜")
+        for _ in range(400)
+    )
+    edited = base[:200] + "改" + base[201:]  # one character changed
+    texts = {"doc-c": base, "doc-a": edited, "doc-b": other, "doc-d": base[:300] + other[:100]}
+    opts = CorpusOptions()
+    with _pipeline() as p:
+        out = p | beam.Create(_doc_signatures(texts, opts)) | NearDuplicates(opts)
+        assert_that(out, equal_to([("doc-c", "doc-a")]))
+
+
+def test_repeated_lines_boilerplate_and_first_occurrence():
+    occurrences = [(1, "a"), (1, "b"), (1, "c"), (2, "b"), (2, "c"), (3, "z"), (1, "a")]
+    with _pipeline() as p:
+        out = p | beam.Create(occurrences) | RepeatedLines(boilerplate_min_docs=3)
+        # line 1 is in 3 documents: removed from all; line 2 in two: stays in "b" only
+        assert_that(
+            out,
+            equal_to(
+                [
+                    ("a", (1, "boilerplate_line")),
+                    ("b", (1, "boilerplate_line")),
+                    ("c", (1, "boilerplate_line")),
+                    ("a", (1, "boilerplate_line")),
+                    ("c", (2, "repeated_line")),
+                ]
+            ),
+        )
+
+
+def test_signature_bytes_roundtrip():
+    sig = minhash.signature(minhash.shingles("中华人民共和国成立了。"), 100)
+    assert np.array_equal(np.frombuffer(sig.tobytes(), dtype=np.uint32), sig)
