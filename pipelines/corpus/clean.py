@@ -23,6 +23,7 @@ from pipelines.documents import make_document
 from pipelines.sentences import split_paragraphs
 
 _EXCERPT = 200
+RAW_CHARS_PER_CHAR = 4  # raw text (wikitext markup included) per character of clean text, at most
 
 
 def rejected(
@@ -68,6 +69,9 @@ def clean_record(
     record: dict, opts: CorpusOptions, convert: ChineseConverter | None
 ) -> tuple[str, dict, dict]:
     """Raw record -> ("doc", cleaned doc, line-rule counts) or ("drop", rejected record, counts)."""
+    if len(record["text"]) > RAW_CHARS_PER_CHAR * opts.max_chars:
+        # far over the limit before cleaning: drop it without paying for parsing and normalizing
+        return "drop", rejected(record, "too_long", "filter", f"{len(record['text'])} raw characters"), {}
     if record.get("markup") == "wiki":
         reason = wiki_page_verdict(record)
         if reason:

@@ -205,10 +205,23 @@ LINE_RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
 )
 
 
+# Picture notes inside a line, mostly at the end of headlines: 迈向新世纪（附图片1张）
+_INLINE_PHOTO_NOTE = re.compile(r"[（(]附(?:图片|图|照片)\d*张?[)）]")
+
+
+def strip_inline_photo_notes(line: str) -> str:
+    return _INLINE_PHOTO_NOTE.sub("", line).strip() if "附" in line else line
+
+
 def remove_boilerplate_lines(lines: list[str]) -> tuple[list[str], dict[str, int]]:
-    """Lines that survive every line rule, and how many each rule removed."""
+    """Lines that survive every line rule (inline picture notes cut out first), and how many lines
+    each rule removed."""
     kept, removed = [], {}
     for line in lines:
+        line = strip_inline_photo_notes(line)
+        if not line:
+            removed["photo_credit"] = removed.get("photo_credit", 0) + 1
+            continue
         for name, rule in LINE_RULES:
             if rule(line):
                 removed[name] = removed.get(name, 0) + 1

@@ -207,7 +207,7 @@ def run_corpus(
     items = plan_sources(sources)
     inputs = describe_inputs(items)
     flags = beam_flags(runner, extra_beam_flags or [])
-    config = {"sources": list(sources), "options": opts.to_dict()}
+    config = json.loads(json.dumps({"sources": list(sources), "options": opts.to_dict()}))  # as stored
     manifest_path = fileio.join(out_dir, MANIFEST)
     if fileio.exists(manifest_path) and not force:
         previous = _read_json(manifest_path)

@@ -76,5 +76,11 @@ def test_line_rules():
     assert kept == ["正文。"] and removed == {"photo_credit": 1, "sign_off": 1, "no_words": 1}
 
 
+def test_inline_photo_notes_are_cut_from_headlines():
+    assert filters.strip_inline_photo_notes("迈向新世纪（附图片1张）") == "迈向新世纪"
+    kept, removed = filters.remove_boilerplate_lines(["标题（附图片2张）", "（附图片1张）"])
+    assert kept == ["标题"] and removed == {"photo_credit": 1}
+
+
 def test_line_key_folds_digits_and_spaces():
     assert filters.line_key("（附图片 1 张）") == filters.line_key("（附图片2张）")
