@@ -1,0 +1,150 @@
+"""What `albert corpus --runner DataflowRunner ...` hands to Dataflow, checked without contacting GCP:
+the PipelineOptions built from the command line, the worker package that would be staged, and the
+pipeline graph (serialised to the runner API as the Dataflow client would)."""
+
+from __future__ import annotations
+
+import argparse
+import zipfile
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import (
+    GoogleCloudOptions,
+    PipelineOptions,
+    SetupOptions,
+    StandardOptions,
+)
+from apache_beam.runners.portability.stager import Stager
+
+from pipelines.corpus import cli
+from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.pipeline import build_pipeline
+from pipelines.corpus.sources import plan_sources
+from pipelines.corpus.stage import beam_flags
+
+DATAFLOW_ARGS = [
+    "--runner",
+    "DataflowRunner",
+    "--project",
+    "my-project",
+    "--region",
+    "europe-west4",
+    "--temp_location",
+    "gs://my-bucket/tmp",
+    "--max_num_workers",
+    "50",
+]
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(prog="albert corpus")
+    cli.add_arguments(parser)
+    return parser.parse_args(argv)  # exactly what flows/cli.py calls
+
+
+def test_cli_passes_unknown_options_to_beam():
+    args = _parse(
+        [
+            "--source",
+            "peoples-daily:",
+            "--out",
+            "gs://my-bucket/corpus/v1",
+            "--min-chars",
+            "80",
+            *DATAFLOW_ARGS,
+        ]
+    )
+    assert args.runner == "DataflowRunner" and args.min_chars == 80
+    assert args.beam_args == DATAFLOW_ARGS[2:]
+    assert cli.options_from_args(args).min_chars == 80
+
+
+def test_dataflow_options_and_staged_worker_package(tmp_path):
+    args = _parse(["--source", "peoples-daily:", "--out", "gs://my-bucket/corpus/v1", *DATAFLOW_ARGS])
+    flags = beam_flags(args.runner, args.beam_args, staging_dir=str(tmp_path / "wheel"))
+    options = PipelineOptions(flags)
+    gcp = options.view_as(GoogleCloudOptions)
+    assert options.view_as(StandardOptions).runner == "DataflowRunner"
+    assert (gcp.project, gcp.region, gcp.temp_location) == (
+        "my-project",
+        "europe-west4",
+        "gs://my-bucket/tmp",
+    )
+    (wheel,) = options.view_as(SetupOptions).extra_packages
+    assert "direct_running_mode" not in " ".join(flags)
+
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        meta = zf.read(next(n for n in names if n.endswith("METADATA"))).decode()
+    assert {"pipelines/corpus/pipeline.py", "pipelines/corpus/sources.py", "pipelines/documents.py"} <= names
+    assert not [n for n in names if n.startswith(("model/", "flows/", "tests/"))]
+    requires = [
+        line.split(": ", 1)[1].split("==")[0]
+        for line in meta.splitlines()
+        if line.startswith("Requires-Dist")
+    ]
+    assert {"opencc", "zhconv", "mwparserfromhell", "xxhash"} <= set(requires)
+    assert not {"torch", "tensorflow-cpu", "prefect"} & set(requires)
+
+    # What the Dataflow client would upload: Beam's own stager, run into a local folder.
+    (tmp_path / "stage").mkdir()
+    resources = Stager.create_job_resources(
+        options, str(tmp_path / "stage"), log_submission_env_dependencies=False
+    )
+    staged = {r.role_payload.decode(errors="ignore") for r in resources}
+    assert any(wheel.rsplit("/", 1)[1] in s for s in staged)
+
+
+def test_image_or_setup_file_replaces_the_wheel(tmp_path):
+    flags = beam_flags(
+        "DataflowRunner", DATAFLOW_ARGS[2:] + ["--sdk_container_image", "eu.gcr.io/p/albert-worker:1"]
+    )
+    assert "--extra_package" not in flags
+    assert PipelineOptions(flags).view_as(SetupOptions).extra_packages is None
+
+
+def test_pipeline_graph_serialises_for_a_remote_runner():
+    options = PipelineOptions(
+        beam_flags("DataflowRunner", DATAFLOW_ARGS[2:] + ["--sdk_container_image", "img"])
+    )
+    p = beam.Pipeline(runner="DirectRunner", options=options)  # built, never run: no GCP contact
+    build_pipeline(p, plan_sources(["peoples-daily:"]), "gs://my-bucket/corpus/v1", CorpusOptions())
+    proto = p.to_runner_api()
+    labels = {t.unique_name for t in proto.components.transforms.values()}
+    for stage in ("ReadSources", "CleanDocuments", "Deduplicate", "WriteDocs", "WriteRejected"):
+        assert stage in labels
+
+
+def test_worker_wheel_installs_and_imports(tmp_path):
+    import subprocess
+    import sys
+
+    from pipelines.corpus.staging import build_worker_wheel
+
+    wheel = build_worker_wheel(str(tmp_path / "w"))
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            wheel,
+        ],
+        check=True,
+    )
+    code = "import pipelines.corpus.pipeline as m; print(m.__file__)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=str(tmp_path),
+        env={"PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(str(target))
