@@ -1,0 +1,149 @@
+"""Flow `build-corpus`: raw sources -> `<storage_root>/corpus/<key>/` (pipelines.corpus).
+
+The same parameters run on the DirectRunner (default) or on Dataflow: set runner="DataflowRunner",
+a gs:// storage_root and beam_args such as ["--project", "P", "--region", "R", "--temp_location",
+"gs://B/tmp", "--sdk_container_image", "IMAGE"] (infra/README.md, Dataflow).
+
+    python -m flows.build_corpus          # the bundled sample into out/factory/corpus/<key>/
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, task
+from prefect.artifacts import create_table_artifact
+from prefect.tasks import exponential_backoff
+
+from flows.common import (
+    absolute,
+    flow_failure_artifact,
+    is_complete,
+    join,
+    logger,
+    read_json,
+    read_manifest,
+    retry_transient,
+    stage_key,
+    stage_result,
+    task_failure_artifact,
+)
+
+DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (DESIGN.md)
+DEFAULT_ROOT = "out/factory"
+
+
+def newest_sources(sources: list[str]) -> list[str]:
+    """For each KIND:GLOB, keep only the newest match by name (dumps carry their date in the name,
+    e.g. zhwiki-20261101-pages-articles-multistream.xml.bz2): a schedule then follows new dumps."""
+    from pipelines.corpus import fileio
+
+    out = []
+    for spec in sources:
+        kind, _, pattern = spec.partition(":")
+        if pattern and fileio.has_glob(pattern):
+            matches = sorted(path for path, _ in fileio.match(pattern))
+            if matches:
+                out.append(f"{kind}:{matches[-1]}")
+                continue
+        out.append(spec)
+    return out
+
+
+@task(
+    name="corpus-key",
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=10),
+    retry_condition_fn=retry_transient,
+)
+def corpus_key(sources: list[str], options: dict[str, Any]) -> tuple[str, dict]:
+    """Hash the inputs' contents (sha256 locally, the store's checksum for URLs) and the options."""
+    from pipelines.corpus.options import CorpusOptions
+    from pipelines.corpus.sources import plan_sources
+    from pipelines.corpus.stage import describe_inputs
+
+    opts = CorpusOptions(**options).to_dict()
+    inputs = describe_inputs(plan_sources(sources))
+    return stage_key("corpus", inputs=inputs, options=opts, sources=sources), opts
+
+
+@task(
+    name="corpus-stage",
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=30),
+    retry_jitter_factor=0.5,
+    retry_condition_fn=retry_transient,
+    on_failure=[task_failure_artifact],
+)
+def run_corpus_stage(
+    sources: list[str], out_dir: str, options: dict[str, Any], runner: str, beam_args: list[str]
+) -> dict:
+    from pipelines.corpus.options import CorpusOptions
+    from pipelines.corpus.stage import run_corpus
+
+    return run_corpus(
+        sources,
+        out_dir,
+        CorpusOptions(**options),
+        runner=runner,
+        extra_beam_flags=list(beam_args),
+        force=True,
+    )
+
+
+def corpus_stats_artifact(corpus_dir: str) -> list[dict]:
+    stats = read_json(join(corpus_dir, "stats.json"))
+    rows = [{"outcome": "read", "reason": "", "documents": stats["read"]}]
+    rows.append({"outcome": "kept", "reason": "", "documents": stats["kept"]})
+    rows += [{"outcome": "dropped", "reason": r, "documents": n} for r, n in sorted(stats["dropped"].items())]
+    rows += [
+        {"outcome": "dead letter", "reason": r, "documents": n}
+        for r, n in sorted(stats["dead_letter"].items())
+    ]
+    rows.append(
+        {
+            "outcome": "accounting",
+            "reason": stats["invariant"]["rule"],
+            "documents": "holds" if stats["invariant"]["holds"] else "BROKEN",
+        }
+    )
+    create_table_artifact(
+        table=rows, key="corpus-stats", description=f"documents kept and dropped by reason: {corpus_dir}"
+    )
+    return rows
+
+
+@flow(name="build-corpus", on_failure=[flow_failure_artifact])
+def build_corpus(
+    sources: list[str] = DEFAULT_SOURCES,
+    storage_root: str = DEFAULT_ROOT,
+    runner: str = "DirectRunner",
+    beam_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
+    options: dict[str, Any] = {},  # noqa: B006
+    newest_only: bool = False,
+    timeout_minutes: float = 24 * 60,
+) -> dict:
+    """Build (or reuse) the corpus of `sources` (KIND:PATH, see `albert corpus --help`).
+
+    options: CorpusOptions overrides, e.g. {"min_chars": 100}. newest_only: per glob, only the newest
+    file. Returns {"dir", "key", "reused", "counts"}."""
+    log = logger()
+    if newest_only:
+        sources = newest_sources(sources)
+    key, opts = corpus_key(sources, options)
+    out = join(absolute(storage_root), "corpus", key)
+    reused = is_complete(out)
+    if reused:
+        log.info("corpus %s is up to date (same inputs and options): reusing it", out)
+    else:
+        log.info("building corpus %s from %s on %s", out, sources, runner)
+        run_corpus_stage.with_options(timeout_seconds=timeout_minutes * 60)(
+            sources, out, opts, runner, beam_args
+        )
+    manifest = read_manifest(out)
+    corpus_stats_artifact(out)
+    return stage_result("corpus", out, key, reused, counts=manifest["counts"])
+
+
+if __name__ == "__main__":
+    print(build_corpus())

@@ -1,0 +1,313 @@
+"""What every flow shares: content-addressed stage folders, running a stage (in process or as its own
+process with its output streamed to the flow logs), the retry policy, failure artifacts.
+
+Stage folders. A stage writes `<storage_root>/<stage>/<key>/` where key = sha256 of its input content
+hashes and its options (`stage_key`). A folder that holds a manifest.json is finished and is reused as
+is: re-running a flow with unchanged inputs and options recomputes nothing, and a rerun after a failure
+redoes only the stages whose manifest is missing (pretraining resumes from its last checkpoint, because
+its folder, and so its --out, is the same).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.context import FlowRunContext, TaskRunContext
+
+from pipelines.errors import UserError
+
+MANIFEST = "manifest.json"
+KEY_CHARS = 16
+
+# Failures that a retry cannot fix: bad input or a bug. Everything else (I/O, network, a killed
+# worker, a trainer that died with a signal) is retried with exponential backoff.
+NOT_TRANSIENT = (
+    UserError,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    AssertionError,
+    ImportError,
+    NotImplementedError,
+)
+
+
+# ----------------------------------------------------------------------------------------- paths
+
+
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+def absolute(path: str) -> str:
+    """Local paths become absolute (subprocesses, registry entries); URLs are kept as they are."""
+    return path if is_url(path) else os.path.abspath(path)
+
+
+def join(base: str, *parts: str) -> str:
+    if is_url(base):
+        return "/".join([base.rstrip("/"), *[p.strip("/") for p in parts]])
+    return os.path.join(base, *parts)
+
+
+def exists(path: str) -> bool:
+    if is_url(path):
+        from pipelines.corpus import fileio
+
+        return fileio.exists(path)
+    return os.path.exists(path)
+
+
+def read_json(path: str) -> Any:
+    if is_url(path):
+        from pipelines.corpus import fileio
+
+        with fileio.open_read(path) as f:
+            return json.loads(f.read().decode("utf-8"))
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def is_complete(stage_dir: str) -> bool:
+    """A stage folder is finished when its manifest exists (it is written last)."""
+    return exists(join(stage_dir, MANIFEST))
+
+
+def read_manifest(stage_dir: str) -> dict:
+    path = join(stage_dir, MANIFEST)
+    if not exists(path):
+        raise UserError(f"{stage_dir} has no {MANIFEST}: that stage did not finish")
+    return read_json(path)
+
+
+# ------------------------------------------------------------------------------------ stage keys
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def stage_key(stage: str, **parts: Any) -> str:
+    """The name of a stage folder: a hash of the stage, its inputs' content hashes and its options."""
+    return hashlib.sha256(canonical({"stage": stage, **parts}).encode("utf-8")).hexdigest()[:KEY_CHARS]
+
+
+def output_hashes(stage_dir: str) -> Any:
+    """The content hashes of a finished stage's outputs, from its manifest: what a downstream stage
+    keys on (stable across rebuilds, unlike the manifest's timestamps)."""
+    manifest = read_manifest(stage_dir)
+    outputs = manifest.get("outputs")
+    if outputs is None:
+        raise UserError(f"{stage_dir}/{MANIFEST} lists no outputs")
+    return outputs
+
+
+def stage_result(stage: str, stage_dir: str, key: str, reused: bool, **extra: Any) -> dict:
+    return {"stage": stage, "dir": stage_dir, "key": key, "reused": reused, **extra}
+
+
+# ------------------------------------------------------------------------------------- running
+
+
+def run_cli(command: str, argv: Sequence[str]) -> int:
+    """Run an `albert` subcommand in this process, exceptions propagating (for retries and hooks),
+    unlike flows.cli.main which turns them into exit codes."""
+    import argparse
+    import importlib
+
+    from flows.cli import COMMANDS
+
+    module = importlib.import_module(COMMANDS[command][0])
+    parser = argparse.ArgumentParser(prog=f"albert {command}")
+    module.add_arguments(parser)
+    if getattr(module, "PASSES_BEAM_ARGS", False):
+        args, args.beam_args = parser.parse_known_args(list(argv))
+    else:
+        args = parser.parse_args(list(argv))
+    return int(module.run(args) or 0)
+
+
+class StageProcessError(RuntimeError):
+    """A stage run as its own process failed; carries the tail of its output."""
+
+    def __init__(self, cmd: Sequence[str], returncode: int, tail: list[str]):
+        self.cmd, self.returncode, self.tail = list(cmd), returncode, tail
+        how = f"killed by signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
+        super().__init__(f"`{' '.join(cmd[:4])} ...` failed ({how}); last lines:\n" + "\n".join(tail))
+
+
+def albert_command(*args: str) -> list[str]:
+    """`albert ARGS` through the running interpreter (works without the console script on PATH)."""
+    return [sys.executable, "-m", "flows.cli", *args]
+
+
+def stream_process(
+    cmd: Sequence[str],
+    log: Callable[[str], None],
+    timeout_s: float | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    tail_lines: int = 40,
+) -> list[str]:
+    """Run cmd, sending every output line to `log` as it comes; returns the last lines. On a timeout
+    the whole process group is terminated (torchrun and its workers), then killed."""
+    proc = subprocess.Popen(
+        list(cmd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        start_new_session=True,  # its own process group: a timeout stops the workers too
+    )
+    tail: deque[str] = deque(maxlen=tail_lines)
+    timed_out, finished = threading.Event(), threading.Event()
+
+    def watchdog():
+        if finished.wait(timeout_s):  # the process ended first
+            return
+        timed_out.set()
+        _stop_group(proc)
+
+    if timeout_s:
+        threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+            log(line)
+        code = proc.wait()
+    except BaseException:
+        _stop_group(proc)  # the flow was cancelled or timed out: never leave a trainer behind
+        raise
+    finally:
+        finished.set()
+    if timed_out.is_set():
+        raise TimeoutError(f"`{' '.join(cmd[:4])} ...` ran longer than {timeout_s} s and was stopped")
+    if code != 0:
+        raise StageProcessError(cmd, code, list(tail))
+    return list(tail)
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.time() + grace_s
+        while proc.poll() is None and time.time() < deadline:
+            time.sleep(0.1)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+# ---------------------------------------------------------------------------- retries, failures
+
+
+def retry_transient(task, task_run, state) -> bool:
+    """`retry_condition_fn` of every stage task: retry I/O and process failures, never bad input."""
+    exc = state.data if isinstance(state.data, BaseException) else None
+    if exc is None:
+        try:
+            exc = state.result(raise_on_failure=False)
+        except Exception:  # noqa: BLE001 - no readable exception: retry, the failure is not ours to judge
+            return True
+    return not isinstance(exc, NOT_TRANSIENT)
+
+
+def artifact_key(*parts: str) -> str:
+    """Prefect artifact keys: lowercase letters, digits and dashes."""
+    raw = "-".join(parts).lower()
+    return "-".join(filter(None, "".join(c if c.isalnum() and c.isascii() else "-" for c in raw).split("-")))
+
+
+def _failure_markdown(kind: str, name: str, run, state) -> str:
+    exc = state.data if isinstance(state.data, BaseException) else None
+    if exc is None:
+        try:
+            exc = state.result(raise_on_failure=False)
+        except Exception:  # noqa: BLE001
+            exc = None
+    params = getattr(run, "parameters", None) or {}
+    detail = (
+        "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if isinstance(exc, BaseException)
+        else (state.message or "unknown error")
+    )
+    lines = [
+        f"# {kind} `{name}` failed",
+        "",
+        f"**Run:** `{getattr(run, 'name', '?')}` ({getattr(run, 'id', '?')})",
+        "",
+        f"**Error:** {state.message or ''}",
+        "",
+        "```",
+        detail[-4000:],
+        "```",
+    ]
+    tail = getattr(exc, "tail", None)
+    if tail:
+        lines += ["", "**Last output lines:**", "", "```", *tail[-20:], "```"]
+    if params:
+        lines += ["", "**Parameters:**", "", "```json", canonical(params)[:4000], "```"]
+    lines += [
+        "",
+        "**To resume:** run the same flow with the same parameters. Finished stages (a folder with a "
+        "manifest.json) are reused; pretraining continues from its last checkpoint.",
+    ]
+    return "\n".join(lines)
+
+
+def flow_failure_artifact(flow, flow_run, state) -> None:
+    """on_failure hook of every flow: a markdown artifact `<flow>-failure` saying what failed and how
+    to resume (the key is stable, so the UI shows the latest failure of each flow)."""
+    create_markdown_artifact(
+        markdown=_failure_markdown("Flow", flow.name, flow_run, state),
+        key=artifact_key(flow.name, "failure"),
+        description=f"why {flow.name} failed",
+    )
+
+
+def task_failure_artifact(task, task_run, state) -> None:
+    """on_failure hook of stage tasks (after the last retry)."""
+    create_markdown_artifact(
+        markdown=_failure_markdown("Task", task.name, task_run, state),
+        key=artifact_key(task.name, "failure"),
+        description=f"why {task.name} failed",
+    )
+
+
+def flow_run_id() -> str | None:
+    ctx = FlowRunContext.get()
+    if ctx and ctx.flow_run:
+        return str(ctx.flow_run.id)
+    tctx = TaskRunContext.get()
+    return str(tctx.task_run.flow_run_id) if tctx and tctx.task_run.flow_run_id else None
+
+
+def logger():
+    """The run logger inside a flow or task; a module logger when called outside of one (task.fn())."""
+    try:
+        return get_run_logger()
+    except Exception:  # noqa: BLE001 - MissingContextError outside a run
+        import logging
+
+        return logging.getLogger("flows")

@@ -1,0 +1,640 @@
+"""The checkpoint registry and the promotion gate: pure logic, no Prefect (flows/promote.py drives it).
+
+Layout under a registry root (a local folder, gs://bucket/prefix or any fsspec URL):
+
+    <root>/<model>/v<N>/           immutable: model.safetensors, config.json, spm.model, metrics.json,
+                                   lineage.json (written LAST: a version without it is incomplete)
+    <root>/<model>/production.json the pointer: {"version": "v3", "previous": ["v1", "v2"], ...}
+    <root>/<model>/promotions.jsonl append-only log of every decision (promote, reject, conflict, rollback)
+
+Concurrency. A version number is claimed by creating `v<N>/.claim` exclusively, so two registrations
+never share a folder. The pointer moves by compare-and-swap on the content the promoter read before it
+evaluated anything: locally a `flock` around read-compare-write-temp-`os.replace`; on GCS an upload with
+`if_generation_match=<generation read>` (the server refuses it when anyone wrote in between). Of two
+concurrent promotions from the same production, exactly one wins; the other is recorded as a conflict
+and changes nothing (its version folder stays, complete but never production).
+
+The gate (`decide`) compares a candidate with the current production model evaluated on the same frozen
+eval set in the same run: promote only if the held-out MLM loss improves by at least `min_improvement`
+and no secondary metric (SOP accuracy, downstream accuracy when both have one) drops by more than
+`max_regression`. With no production model yet, the references are the trivial baselines: the
+candidate's loss must be lower than every baseline loss, and its secondary metrics may not fall more
+than `max_regression` below their baselines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Any
+
+from pipelines.errors import UserError
+
+_log = logging.getLogger(__name__)
+
+POINTER = "production.json"
+LOG = "promotions.jsonl"
+CLAIM = ".claim"
+LINEAGE = "lineage.json"
+METRICS = "metrics.json"
+CHECKPOINT_FILES = ("model.safetensors", "config.json", "spm.model")
+DEFAULT_MODEL = "albert"
+PACKAGES = ("albert-factory", "torch", "apache-beam", "prefect", "sentencepiece", "safetensors", "numpy")
+
+_VERSION = re.compile(r"^v(\d+)$")
+
+
+class PromotionConflict(Exception):
+    """The pointer changed between the read that a promotion was based on and its write."""
+
+
+# --------------------------------------------------------------------------------------------- stores
+# A store reads and writes whole small objects under one root, with a compare-and-swap primitive:
+#   read(path)                 -> (bytes or None, token)   token identifies the version read
+#   write_if(path, data, token) -> bool                    False when the object is no longer that version
+# token None means "the object does not exist" (write_if then creates it exclusively).
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class LocalStore:
+    """A local folder. CAS = an exclusive flock on `<path>.lock`, then read-compare, write a temporary
+    file in the same folder, fsync, os.replace (atomic on POSIX). flock is released by the kernel when a
+    process dies, so a crashed promoter never leaves the registry locked."""
+
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+
+    def url(self, path: str) -> str:
+        return os.path.join(self.root, path)
+
+    @contextlib.contextmanager
+    def _locked(self, path: str) -> Iterator[None]:
+        full = self.url(path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full + ".lock", "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _read(self, path: str) -> bytes | None:
+        try:
+            with open(self.url(path), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def read(self, path: str) -> tuple[bytes | None, str | None]:
+        data = self._read(path)
+        return data, (None if data is None else _sha(data))
+
+    def write_if(self, path: str, data: bytes, token: str | None) -> bool:
+        full = self.url(path)
+        with self._locked(path):
+            current = self._read(path)
+            if (None if current is None else _sha(current)) != token:
+                return False
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(full), prefix=f".{os.path.basename(full)}.")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, full)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        return True
+
+    def append_line(self, path: str, line: str) -> None:
+        with self._locked(path), open(self.url(path), "a", encoding="utf-8") as f:
+            f.write(line.rstrip("\n") + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def put_file(self, src: str, path: str) -> None:
+        import shutil
+
+        full = self.url(path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        tmp = full + ".part"
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, full)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self.url(path))
+
+    def list_dirs(self, path: str) -> list[str]:
+        full = self.url(path)
+        if not os.path.isdir(full):
+            return []
+        return sorted(n for n in os.listdir(full) if os.path.isdir(os.path.join(full, n)))
+
+
+class GCSStore:
+    """gs://bucket/prefix through the google-cloud-storage client. CAS uses object generations: every
+    write of an object creates a new generation, and an upload with `if_generation_match=G` (0: the
+    object must not exist) fails with 412 PreconditionFailed when the live generation is not G."""
+
+    def __init__(self, url: str, client: Any = None):
+        bucket, _, prefix = url.removeprefix("gs://").partition("/")
+        if client is None:
+            try:
+                from google.cloud import storage
+            except ImportError as err:  # pragma: no cover - installed with apache-beam[gcp]
+                raise UserError("a gs:// registry needs google-cloud-storage") from err
+            client = storage.Client()
+        self.client, self.bucket_name, self.prefix = client, bucket, prefix.strip("/")
+        self.bucket = client.bucket(bucket)
+
+    def _name(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if self.prefix else path
+
+    def url(self, path: str) -> str:
+        return f"gs://{self.bucket_name}/{self._name(path)}"
+
+    def read(self, path: str) -> tuple[bytes | None, int | None]:
+        blob = self.bucket.get_blob(self._name(path))
+        if blob is None:
+            return None, None
+        # Pin the download to the generation we report, so data and token always match.
+        return blob.download_as_bytes(if_generation_match=blob.generation), blob.generation
+
+    def write_if(self, path: str, data: bytes, token: int | None) -> bool:
+        from google.api_core.exceptions import PreconditionFailed
+
+        blob = self.bucket.blob(self._name(path))
+        try:
+            blob.upload_from_string(data, content_type="application/json", if_generation_match=token or 0)
+        except PreconditionFailed:
+            return False
+        return True
+
+    def append_line(self, path: str, line: str, attempts: int = 50) -> None:
+        # GCS objects are immutable: append = rewrite under a generation precondition, retried.
+        for _ in range(attempts):
+            data, token = self.read(path)
+            if self.write_if(path, (data or b"") + (line.rstrip("\n") + "\n").encode(), token):
+                return
+        raise PromotionConflict(f"could not append to {self.url(path)} after {attempts} attempts")
+
+    def put_file(self, src: str, path: str) -> None:
+        self.bucket.blob(self._name(path)).upload_from_filename(src)
+
+    def exists(self, path: str) -> bool:
+        return self.bucket.blob(self._name(path)).exists()
+
+    def list_dirs(self, path: str) -> list[str]:
+        prefix = self._name(path).rstrip("/") + "/"
+        it = self.client.list_blobs(self.bucket_name, prefix=prefix, delimiter="/")
+        for _ in it:  # the prefixes are filled in while the pages are consumed
+            pass
+        return sorted(p[len(prefix) :].rstrip("/") for p in it.prefixes)
+
+
+class FsspecStore:
+    """Any other fsspec URL (s3://, memory://, ...). The read-compare-write runs under a process-local
+    lock only: safe for one promoter at a time (and for threads), NOT for concurrent promoters on
+    different machines, because s3fs exposes no conditional write. Use a local or gs:// registry, or
+    serialize promotions (one work-pool concurrency slot), where that matters."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, url: str):
+        import fsspec
+
+        self.fs, _, (self.root,) = fsspec.get_fs_token_paths(url)
+        self.protocol = url.split("://", 1)[0]
+        _log.warning("registry on %s:// has no compare-and-swap: run one promotion at a time", self.protocol)
+
+    def _p(self, path: str) -> str:
+        return f"{self.root.rstrip('/')}/{path}"
+
+    def url(self, path: str) -> str:
+        return f"{self.protocol}://{self._p(path).lstrip('/')}" if self.protocol != "file" else self._p(path)
+
+    def read(self, path: str) -> tuple[bytes | None, str | None]:
+        if not self.fs.exists(self._p(path)):
+            return None, None
+        data = self.fs.cat_file(self._p(path))
+        return data, _sha(data)
+
+    def write_if(self, path: str, data: bytes, token: str | None) -> bool:
+        with self._lock:
+            if self.read(path)[1] != token:
+                return False
+            self.fs.pipe_file(self._p(path), data)
+            return True
+
+    def append_line(self, path: str, line: str) -> None:
+        with self._lock:
+            data, _ = self.read(path)
+            self.fs.pipe_file(self._p(path), (data or b"") + (line.rstrip("\n") + "\n").encode())
+
+    def put_file(self, src: str, path: str) -> None:
+        self.fs.put_file(src, self._p(path))
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(self._p(path))
+
+    def list_dirs(self, path: str) -> list[str]:
+        p = self._p(path)
+        if not self.fs.exists(p):
+            return []
+        return sorted(
+            e["name"].rstrip("/").rsplit("/", 1)[-1]
+            for e in self.fs.ls(p, detail=True)
+            if e["type"] == "directory"
+        )
+
+
+def open_store(root: str):
+    if root.startswith("gs://"):
+        return GCSStore(root)
+    if "://" in root and not root.startswith("file://"):
+        return FsspecStore(root)
+    return LocalStore(root.removeprefix("file://"))
+
+
+# ----------------------------------------------------------------------------------------------- gate
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    min_improvement: float = 0.01
+    """δ: the candidate's held-out MLM loss (nats per masked token) must be at least this much lower than
+    production's."""
+    max_regression: float = 0.02
+    """ε: no secondary metric (an accuracy in [0, 1]) may drop by more than this. The default allows for
+    sampling noise of the small eval sets of the bundled sample (~700 SOP pairs: ±0.02)."""
+    primary: str = "mlm_loss"
+    secondary: tuple[str, ...] = ("sop_accuracy", "downstream_accuracy")
+
+    def __post_init__(self):
+        if self.min_improvement < 0 or self.max_regression < 0:
+            raise UserError("the gate's δ (min improvement) and ε (max regression) must be >= 0")
+
+
+@dataclass
+class Decision:
+    promote: bool
+    reasons: list[str]
+    checks: list[dict] = field(default_factory=list)
+    """One row per metric: metric, candidate, reference, reference_kind, delta, threshold, ok."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def decide(
+    candidate: dict, production: dict | None, gate: GateConfig = GateConfig(), baselines: dict | None = None
+) -> Decision:
+    """Gate a candidate. Metrics dicts map a name to a number (`mlm_loss`, `sop_accuracy`, ...);
+    `baselines` maps a metric to {baseline name: value} and is used when there is no production model
+    (first promotion): e.g. {"mlm_loss": {"uniform": 8.4, "unigram": 6.9}, "sop_accuracy": {"majority": 0.5}}.
+    """
+    baselines = baselines or {}
+    reasons: list[str] = []
+    checks: list[dict] = []
+    cand_primary = candidate.get(gate.primary)
+    if cand_primary is None:
+        return Decision(False, [f"the candidate has no {gate.primary}: nothing to gate on"])
+
+    if production is None:
+        ref = baselines.get(gate.primary) or {}
+        if not ref:
+            return Decision(False, [f"no production model and no baseline for {gate.primary} to beat"])
+        name, best = min(ref.items(), key=lambda kv: kv[1])
+        ok = cand_primary < best
+        checks.append(
+            dict(metric=gate.primary, candidate=cand_primary, reference=best, reference_kind=f"baseline:{name}",
+                 delta=best - cand_primary, threshold=0.0, ok=ok)
+        )  # fmt: skip
+        reasons.append(
+            f"{gate.primary} {_fmt(cand_primary)} {'beats' if ok else 'does not beat'} the best trivial "
+            f"baseline ({name}: {_fmt(best)})"
+        )
+    else:
+        ref_primary = production.get(gate.primary)
+        if ref_primary is None:
+            return Decision(False, [f"production has no {gate.primary}: re-evaluate it"])
+        gain = ref_primary - cand_primary
+        ok = gain >= gate.min_improvement
+        checks.append(
+            dict(metric=gate.primary, candidate=cand_primary, reference=ref_primary, reference_kind="production",
+                 delta=gain, threshold=gate.min_improvement, ok=ok)
+        )  # fmt: skip
+        reasons.append(
+            f"{gate.primary} {_fmt(cand_primary)} vs production {_fmt(ref_primary)}: improvement {gain:+.4f} "
+            f"{'>=' if ok else '<'} δ={gate.min_improvement}"
+        )
+
+    for metric in gate.secondary:
+        value = candidate.get(metric)
+        if production is None:
+            ref = baselines.get(metric) or {}
+            ref_name, ref_value = max(ref.items(), key=lambda kv: kv[1]) if ref else (None, None)
+            kind = f"baseline:{ref_name}"
+        else:
+            ref_value, kind = production.get(metric), "production"
+        if value is None or ref_value is None:
+            if value is not None or ref_value is not None:
+                reasons.append(
+                    f"{metric}: not compared (missing on the {'candidate' if value is None else 'reference'})"
+                )
+            continue
+        drop = ref_value - value
+        ok = drop <= gate.max_regression
+        checks.append(
+            dict(metric=metric, candidate=value, reference=ref_value, reference_kind=kind, delta=-drop,
+                 threshold=-gate.max_regression, ok=ok)
+        )  # fmt: skip
+        reasons.append(
+            f"{metric} {_fmt(value)} vs {kind} {_fmt(ref_value)}: "
+            + (f"regression {drop:.4f} > ε={gate.max_regression}" if not ok else f"change {-drop:+.4f} within ε={gate.max_regression}")
+        )  # fmt: skip
+    return Decision(all(c["ok"] for c in checks), reasons, checks)
+
+
+# ------------------------------------------------------------------------------------------- registry
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def _dumps(obj) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+
+
+class Registry:
+    """Versions, the production pointer and the promotions log of one model under a registry root."""
+
+    def __init__(self, root: str, model: str = DEFAULT_MODEL, store=None):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", model):
+            raise UserError(f"model name {model!r}: use letters, digits, '.', '_' or '-'")
+        self.root, self.model = root, model
+        self.store = store if store is not None else open_store(root)
+
+    def _p(self, *parts: str) -> str:
+        return "/".join((self.model, *parts))
+
+    def url(self, *parts: str) -> str:
+        return self.store.url(self._p(*parts))
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def versions(self) -> list[str]:
+        """Complete versions (lineage.json present), oldest first."""
+        names = [n for n in self.store.list_dirs(self.model) if _VERSION.match(n)]
+        names.sort(key=lambda n: int(n[1:]))
+        return [n for n in names if self.store.exists(self._p(n, LINEAGE))]
+
+    def read_pointer(self) -> tuple[dict | None, Any]:
+        """(pointer or None, CAS token). Pass the token to `set_production` to move the pointer only if
+        nobody moved it since this read."""
+        data, token = self.store.read(self._p(POINTER))
+        return (json.loads(data) if data else None), token
+
+    def production(self) -> dict | None:
+        return self.read_pointer()[0]
+
+    def read_json(self, version: str, name: str) -> dict:
+        data, _ = self.store.read(self._p(version, name))
+        if data is None:
+            raise UserError(f"{self.url(version)} has no {name}")
+        return json.loads(data)
+
+    def log(self) -> list[dict]:
+        data, _ = self.store.read(self._p(LOG))
+        return [json.loads(line) for line in (data or b"").decode("utf-8").splitlines() if line.strip()]
+
+    # --- writing -----------------------------------------------------------------------------------
+
+    def append_log(self, entry: dict) -> dict:
+        entry = {"time": _now(), "model": self.model, **entry}
+        self.store.append_line(self._p(LOG), json.dumps(entry, ensure_ascii=False, sort_keys=True))
+        return entry
+
+    def _claim(self, owner: dict) -> str:
+        taken = [int(n[1:]) for n in self.store.list_dirs(self.model) if _VERSION.match(n)]
+        n = max(taken, default=0) + 1
+        while not self.store.write_if(self._p(f"v{n}", CLAIM), _dumps({**owner, "claimed_at": _now()}), None):
+            n += 1  # someone else claimed v<n> since we listed
+        return f"v{n}"
+
+    def register(
+        self, checkpoint_dir: str, metrics: dict, lineage: dict, spm_model: str | None = None
+    ) -> str:
+        """Copy a checkpoint folder into a new immutable version; returns its name (v<N>)."""
+        sources = {}
+        for name in CHECKPOINT_FILES:
+            path = os.path.join(checkpoint_dir, name)
+            if name == "spm.model" and not os.path.exists(path) and spm_model:
+                path = spm_model
+            if not os.path.isfile(path):
+                raise UserError(f"{checkpoint_dir} is not a complete checkpoint: {name} is missing")
+            sources[name] = path
+        version = self._claim({"candidate": checkpoint_dir, "flow_run_id": lineage.get("flow_run_id")})
+        for name, path in sources.items():
+            self.store.put_file(path, self._p(version, name))
+        files = {name: file_sha(path) for name, path in sources.items()}
+        self._put(self._p(version, METRICS), _dumps(metrics))
+        self._put(self._p(version, LINEAGE), _dumps({**lineage, "version": version, "files": files}))
+        return version
+
+    def _put(self, path: str, data: bytes) -> None:
+        _, token = self.store.read(path)
+        if not self.store.write_if(path, data, token):  # pragma: no cover - a claimed folder is ours alone
+            raise PromotionConflict(f"{self.store.url(path)} changed while being written")
+
+    def set_production(self, version: str, expected_token: Any, **fields) -> dict:
+        """Move the pointer to `version` iff it is still what the caller read (token). Raises
+        PromotionConflict otherwise. The previous production goes on the `previous` stack (rollback)."""
+        if not self.store.exists(self._p(version, LINEAGE)):
+            raise UserError(f"{self.url(version)} is not a complete registry version")
+        data, token = self.store.read(self._p(POINTER))
+        if token != expected_token:
+            raise PromotionConflict(self._moved(data))
+        current = json.loads(data) if data else None
+        previous = (current.get("previous", []) + [current["version"]]) if current else []
+        pointer = {
+            "model": self.model,
+            "version": version,
+            "path": self.url(version),
+            "since": _now(),
+            "previous": previous,
+            **fields,
+        }
+        if not self.store.write_if(self._p(POINTER), _dumps(pointer), expected_token):
+            raise PromotionConflict(self._moved(self.store.read(self._p(POINTER))[0]))
+        return pointer
+
+    def _moved(self, data: bytes | None) -> str:
+        now = json.loads(data)["version"] if data else "none"
+        return f"production of {self.model} changed while this promotion ran (now {now})"
+
+    def rollback(self, reason: str = "", flow_run_id: str | None = None) -> dict:
+        """Restore the previous production version (the top of the pointer's `previous` stack)."""
+        for _ in range(20):  # CAS loop: a rollback has no evaluation to protect, only the pointer
+            current, token = self.read_pointer()
+            if not current:
+                raise UserError(f"{self.model} has no production model to roll back")
+            if not current.get("previous"):
+                raise UserError(
+                    f"{self.model} {current['version']} is the first production version: nothing to roll back to"
+                )
+            *rest, target = current["previous"]
+            pointer = {
+                "model": self.model,
+                "version": target,
+                "path": self.url(target),
+                "since": _now(),
+                "previous": rest,
+                "rolled_back_from": current["version"],
+            }
+            if self.store.write_if(self._p(POINTER), _dumps(pointer), token):
+                self.append_log(
+                    {"event": "rollback", "version": target, "previous": current["version"], "reason": reason,
+                     "flow_run_id": flow_run_id}
+                )  # fmt: skip
+                return pointer
+        raise PromotionConflict("the production pointer kept changing during the rollback")
+
+
+@dataclass
+class PromotionResult:
+    event: str  # promote | reject | conflict
+    decision: Decision
+    version: str | None  # the registered version (promote, conflict)
+    production: str | None  # the production version after this call
+    previous: str | None  # the production version the decision was made against
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "decision": self.decision.to_dict()}
+
+
+def gate_and_promote(
+    registry: Registry,
+    candidate_dir: str,
+    candidate_metrics: dict,
+    production_metrics: dict | None,
+    snapshot: tuple[dict | None, Any],
+    gate: GateConfig = GateConfig(),
+    baselines: dict | None = None,
+    lineage: dict | None = None,
+    spm_model: str | None = None,
+) -> PromotionResult:
+    """Decide; if the gate passes, register the candidate and move the pointer by CAS against
+    `snapshot` (the `read_pointer()` taken BEFORE the evaluation). Every outcome goes to the log."""
+    pointer, token = snapshot
+    previous = pointer["version"] if pointer else None
+    decision = decide(candidate_metrics, production_metrics if pointer else None, gate, baselines)
+    lineage = {**(lineage or {}), "parent_version": (lineage or {}).get("parent_version", previous)}
+    base = {
+        "candidate": candidate_dir,
+        "previous": previous,
+        "metrics": candidate_metrics,
+        "reference_metrics": production_metrics if pointer else baselines,
+        "reasons": decision.reasons,
+        "flow_run_id": lineage.get("flow_run_id"),
+    }
+    if not decision.promote:
+        registry.append_log({"event": "reject", "version": None, **base})
+        return PromotionResult("reject", decision, None, previous, previous)
+    version = registry.register(
+        candidate_dir, {**candidate_metrics, "gate": decision.to_dict()}, lineage, spm_model
+    )
+    try:
+        registry.set_production(
+            version, token, metrics=candidate_metrics, flow_run_id=lineage.get("flow_run_id")
+        )
+    except PromotionConflict as err:
+        decision = Decision(
+            False, decision.reasons + [f"not promoted: {err}; re-run the promotion"], decision.checks
+        )
+        registry.append_log({"event": "conflict", "version": version, **base, "reasons": decision.reasons})
+        return PromotionResult("conflict", decision, version, registry.production()["version"], previous)
+    registry.append_log({"event": "promote", "version": version, **base})
+    return PromotionResult("promote", decision, version, version, previous)
+
+
+# -------------------------------------------------------------------------------------------- lineage
+
+
+def file_sha(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def build_lineage(
+    *,
+    checkpoint_dir: str,
+    corpus_dir: str | None = None,
+    vocab_dir: str | None = None,
+    instances_dir: str | None = None,
+    run_dir: str | None = None,
+    flow_run_id: str | None = None,
+    parent_version: str | None = None,
+) -> dict:
+    """Where a checkpoint came from: stage folders with the sha256 of their manifests, the vocabulary
+    and config hashes, the code version and the package versions."""
+    from pipelines.manifest import MANIFEST, code_version
+
+    def manifest_of(d: str | None) -> dict | None:
+        if not d:
+            return None
+        path = os.path.join(d, MANIFEST)
+        return {"path": d, "manifest_sha256": file_sha(path) if os.path.exists(path) else None}
+
+    spm = os.path.join(checkpoint_dir, "spm.model")
+    if not os.path.exists(spm) and vocab_dir:
+        spm = os.path.join(vocab_dir, "spm.model")
+    return {
+        "checkpoint": checkpoint_dir,
+        "corpus": manifest_of(corpus_dir),
+        "vocab": {
+            **(manifest_of(vocab_dir) or {}),
+            "spm_sha256": file_sha(spm) if os.path.exists(spm) else None,
+        },
+        "instances": manifest_of(instances_dir),
+        "run": manifest_of(run_dir),
+        "config_sha256": file_sha(os.path.join(checkpoint_dir, "config.json")),
+        "git_commit": code_version(),
+        "packages": package_versions(),
+        "flow_run_id": flow_run_id,
+        "parent_version": parent_version,
+        "created_at": _now(),
+    }

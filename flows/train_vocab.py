@@ -1,0 +1,83 @@
+"""Flow `train-vocab`: a corpus folder -> `<storage_root>/vocab/<key>/` (pipelines.vocab: spm.model,
+spm.vocab, manifest.json). `albert vocab` is the same stage without Prefect.
+
+    python -m flows.train_vocab CORPUS_DIR
+"""
+
+from __future__ import annotations
+
+from prefect import flow, task
+from prefect.tasks import exponential_backoff
+
+from flows.common import (
+    absolute,
+    flow_failure_artifact,
+    is_complete,
+    join,
+    logger,
+    output_hashes,
+    read_manifest,
+    retry_transient,
+    run_cli,
+    stage_key,
+    stage_result,
+    task_failure_artifact,
+)
+
+DEFAULT_ROOT = "out/factory"
+
+
+@task(
+    name="vocab-stage",
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=10),
+    retry_jitter_factor=0.5,
+    retry_condition_fn=retry_transient,
+    on_failure=[task_failure_artifact],
+)
+def run_vocab_stage(corpus_dir: str, out_dir: str, argv: list[str]) -> None:
+    run_cli("vocab", ["--corpus", corpus_dir, "--out", out_dir, *argv])
+
+
+@flow(name="train-vocab", on_failure=[flow_failure_artifact])
+def train_vocab(
+    corpus_dir: str,
+    storage_root: str = DEFAULT_ROOT,
+    vocab_size: int = 8000,
+    split_cjk: bool = True,
+    sample_sentences: int = 2_000_000,
+    seed: int = 12345,
+    timeout_minutes: float = 6 * 60,
+) -> dict:
+    """Train (or reuse) the SentencePiece vocabulary of a finished corpus folder.
+    Returns {"dir", "key", "reused", "counts"}."""
+    options = {
+        "vocab_size": vocab_size,
+        "split_cjk": split_cjk,
+        "sample_sentences": sample_sentences,
+        "seed": seed,
+    }
+    key = stage_key("vocab", corpus=output_hashes(corpus_dir), options=options)
+    out = join(absolute(storage_root), "vocab", key)
+    reused = is_complete(out)
+    if reused:
+        logger().info("vocab %s is up to date: reusing it", out)
+    else:
+        argv = [
+            "--vocab-size",
+            str(vocab_size),
+            "--sample-sentences",
+            str(sample_sentences),
+            "--seed",
+            str(seed),
+        ]
+        if not split_cjk:
+            argv.append("--no-split-cjk")
+        run_vocab_stage.with_options(timeout_seconds=timeout_minutes * 60)(corpus_dir, out, argv)
+    return stage_result("vocab", out, key, reused, counts=read_manifest(out)["counts"])
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(train_vocab(corpus_dir=sys.argv[1]))
