@@ -71,7 +71,7 @@ def _sha(data: bytes) -> str:
 
 
 class LocalStore:
-    """A local folder. CAS = an exclusive flock on `<path>.lock`, then read-compare, write a temporary
+    """A local folder. CAS = an exclusive flock on `<root>/.lock`, then read-compare, write a temporary
     file in the same folder, fsync, os.replace (atomic on POSIX). flock is released by the kernel when a
     process dies, so a crashed promoter never leaves the registry locked."""
 
@@ -83,9 +83,9 @@ class LocalStore:
 
     @contextlib.contextmanager
     def _locked(self, path: str) -> Iterator[None]:
-        full = self.url(path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full + ".lock", "a") as lock:
+        # One lock for the whole store: registry writes are few and tiny, and version folders stay clean.
+        os.makedirs(os.path.dirname(self.url(path)), exist_ok=True)
+        with open(os.path.join(self.root, ".lock"), "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 yield
