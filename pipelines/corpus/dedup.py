@@ -80,7 +80,60 @@ class NearDuplicates(beam.PTransform):
             | "VerifyPairs" >> beam.FlatMap(_bucket_pairs, o.near_dup_threshold, o.max_bucket_pairs)
             | "DistinctEdges" >> beam.Distinct()
         )
-        return edges | "Clusters" >> ConnectedComponents(o.cc_rounds)
+        removed = edges | "Clusters" >> ConnectedComponents(o.cc_rounds)
+        if o.min_survivor_similarity <= 0:
+            return removed
+        return {"removed": removed, "sig": signatures} | "CheckSurvivors" >> SurvivorCheck(
+            o.min_survivor_similarity
+        )
+
+
+def _survivor_sig_to_members(kv):
+    """At survivor s: (member, s's signature) for every member removed in favour of s."""
+    survivor, grouped = kv
+    sig = next(iter(grouped["sig"]), None)
+    if sig is not None:
+        for member in grouped["members"]:
+            yield member, (survivor, sig)
+
+
+def _close_to_survivor(kv, min_similarity: float):
+    member, grouped = kv
+    own = next(iter(grouped["sig"]), None)
+    for survivor, survivor_sig in grouped["survivor"]:
+        if own is None:
+            continue
+        agree = minhash.estimate_jaccard(
+            np.frombuffer(own, np.uint32), np.frombuffer(survivor_sig, np.uint32)
+        )
+        if agree >= min_similarity:
+            yield member, survivor
+        else:
+            Metrics.counter(NS, "near_dup/kept_far_from_survivor").inc()
+
+
+class SurvivorCheck(beam.PTransform):
+    """{"removed": (id, survivor), "sig": (id, signature)} -> the removals whose document is itself
+    similar to its survivor (estimated Jaccard >= min_similarity). Only removed documents and their
+    survivors' signatures move: two joins over a small collection."""
+
+    def __init__(self, min_similarity: float):
+        super().__init__()
+        self.min_similarity = min_similarity
+
+    def expand(self, inputs):
+        removed, sigs = inputs["removed"], inputs["sig"]
+        by_survivor = removed | "BySurvivor" >> beam.Map(lambda kv: (kv[1], kv[0]))
+        to_members = (
+            {"sig": sigs, "members": by_survivor}
+            | "JoinSurvivorSig" >> beam.CoGroupByKey()
+            | "SendSurvivorSig" >> beam.FlatMap(_survivor_sig_to_members)
+        )
+        return (
+            {"sig": sigs, "survivor": to_members}
+            | "JoinMemberSig" >> beam.CoGroupByKey()
+            | "Compare" >> beam.FlatMap(_close_to_survivor, self.min_similarity)
+        )
 
 
 def _both_directions(edge):

@@ -86,6 +86,9 @@ class CorpusOptions:
     cc_rounds: int = 4
     """Min-label propagation rounds for connected components; what has not converged after them is
     finished exactly on the (small) set of still-disagreeing labels."""
+    min_survivor_similarity: float = 0.6
+    """A clustered document is removed only if its signature agrees with its survivor's on at least
+    this share (components can chain A~B~C with A and C far apart); others stay. 0 disables."""
 
     # --- segmentation and output --------------------------------------------------------------------
     max_sentence_chars: int = 256

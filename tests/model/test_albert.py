@@ -17,12 +17,11 @@ from model.albert import (
     model_flops_per_token,
 )
 from model.config import AlbertConfig
-from tests.model.tiny import VOCAB, tiny_config
+from tests.model.tiny import VOCAB, randomize_, tiny_config
 
 
 def pretraining_model(config: AlbertConfig, seed: int = 0) -> AlbertForPreTraining:
-    torch.manual_seed(seed)
-    return AlbertForPreTraining(config).eval()
+    return randomize_(AlbertForPreTraining(config), seed).eval()
 
 
 # -- shapes -----------------------------------------------------------------------------------------
@@ -91,8 +90,8 @@ def test_token_classification_ignores_padding_and_minus_100(config, batch):
 
 
 def test_padding_does_not_change_outputs_at_real_positions(config):
+    model = pretraining_model(config)
     torch.manual_seed(0)
-    model = AlbertForPreTraining(config).eval()
     ids = torch.randint(5, VOCAB, (1, 7))
     types = torch.tensor([[0, 0, 0, 1, 1, 1, 1]])
     positions = torch.tensor([[1, 3, 5]])

@@ -21,17 +21,12 @@ from model.convert import (
     tied_aliases,
 )
 from pipelines.errors import UserError
-from tests.model.tiny import VOCAB, tiny_config, toy_batch
+from tests.model.tiny import VOCAB, randomize_, tiny_config, toy_batch
 
 
 def _model(config: AlbertConfig, seed: int = 0) -> AlbertForPreTraining:
-    torch.manual_seed(seed)
-    model = AlbertForPreTraining(config).eval()
-    with torch.no_grad():  # non-trivial LayerNorms and biases, so a mix-up of them shows in outputs
-        for name, p in model.named_parameters():
-            if "LayerNorm" in name or name.endswith("bias"):
-                p.add_(0.1 * torch.randn_like(p))
-    return model
+    # O(1) activations and non-trivial LayerNorms and biases: a mix-up of any of them shows in outputs.
+    return randomize_(AlbertForPreTraining(config), seed).eval()
 
 
 def _hf_config(config: AlbertConfig):

@@ -86,8 +86,8 @@ def random_values(config: AlbertConfig, seed: int = 0) -> dict[str, np.ndarray]:
     for name, shape in original_variables(config).items():
         if name.endswith("gamma"):
             values[name] = (1 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
-        else:  # biases and betas random too: a swapped mapping must change the outputs
-            values[name] = (0.1 * rng.standard_normal(shape)).astype(np.float32)
+        else:  # O(1) activations; biases and betas random too: a swapped mapping must change outputs
+            values[name] = (0.3 * rng.standard_normal(shape)).astype(np.float32)
     return values
 
 

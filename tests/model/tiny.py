@@ -48,3 +48,14 @@ def toy_batch(B: int = 3, L: int = 12, P: int = 4, seed: int = 0) -> dict[str, t
         masked_lm_weights=weights,
         sentence_order_label=torch.randint(0, 2, (B,), generator=g),
     )
+
+
+@torch.no_grad()
+def randomize_(model: torch.nn.Module, seed: int = 0, std: float = 0.3) -> torch.nn.Module:
+    """Weights large enough that activations are O(1) (the 0.02 init keeps them so small that, e.g.,
+    exact and tanh GELU agree to 1e-6), LayerNorm gains around 1, random biases. Ties are kept."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        noise = torch.randn(p.shape, generator=g)
+        p.copy_(1 + 0.1 * noise if "LayerNorm" in name or "layer_norm" in name else std * noise)
+    return model

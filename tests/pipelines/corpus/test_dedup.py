@@ -87,3 +87,19 @@ def test_repeated_lines_boilerplate_and_first_occurrence():
 def test_signature_bytes_roundtrip():
     sig = minhash.signature(minhash.shingles("中华人民共和国成立了。"), 100)
     assert np.array_equal(np.frombuffer(sig.tobytes(), dtype=np.uint32), sig)
+
+
+def test_survivor_check_keeps_documents_far_from_their_survivor():
+    from pipelines.corpus.dedup import SurvivorCheck
+
+    s = np.arange(10, dtype=np.uint32)
+    close, far = s.copy(), s + 50
+    close[0] = 77  # agrees on 9 of 10
+    far[:3] = s[:3]  # agrees on 3 of 10: chained into the cluster through someone else
+    sigs = [("a", s.tobytes()), ("b", close.tobytes()), ("c", far.tobytes())]
+    with _pipeline() as p:
+        out = {
+            "removed": p | "r" >> beam.Create([("b", "a"), ("c", "a")]),
+            "sig": p | "s" >> beam.Create(sigs),
+        } | SurvivorCheck(0.6)
+        assert_that(out, equal_to([("b", "a")]))

@@ -1,0 +1,405 @@
+"""Corpus-stage benchmark: throughput on the bundled sample and measured near-duplicate quality.
+
+Throughput (read + clean + dedup + segment on People's Daily, ~1.8M characters):
+  - `pipeline`: the real Beam pipeline (`run_corpus`, DirectRunner multi_processing over all cores),
+    wall time, reported per core;
+  - `single_core`: the same per-record functions in one process without Beam (read, clean and
+    fingerprint, finalize/segment), the cost a worker pays per document.
+
+Dedup quality: near-duplicates are planted into the sample: `originals` articles each get one copy
+per edit rate (random character substitutions, insertions and deletions at that rate, plus for some a
+dropped or repeated sentence). The copies go through the real pipeline next to the sample. Ground
+truth is the exact character-shingle Jaccard (the pipeline's own shingling, on cleaned text):
+  - recall: share of pairs inside a planted group with Jaccard >= 0.8 that end up in one cluster;
+  - precision: share of merges (removed document -> its survivor) whose Jaccard is >= 0.5
+    (natural duplicates of the sample count as well: every merge is checked).
+
+`python -m pipelines.corpus.bench` prints the table; `--sweep` compares shingle sizes and bands x rows
+with the same pure functions (no Beam) to justify the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import tempfile
+import time
+
+import numpy as np
+
+from pipelines.corpus import clean, minhash
+from pipelines.corpus.normalize import ChineseConverter
+from pipelines.corpus.options import CorpusOptions
+
+DEFAULT_EDIT_RATES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3)
+# Replacement characters for edits: frequent characters, so edits look like real text.
+_POOL = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质"
+
+
+# --- throughput -------------------------------------------------------------------------------------------
+
+
+def _sample_records(limit: int | None = None) -> list[dict]:
+    from pipelines.corpus.sources import read_peoples_daily
+
+    records = list(read_peoples_daily({"kind": "peoples-daily", "path": ""}))
+    return records[:limit] if limit else records
+
+
+def single_core_throughput(limit: int | None = None, opts: CorpusOptions | None = None) -> dict:
+    """Per-record cost of each step in one process (no Beam): documents/s and characters/s."""
+    opts = opts or CorpusOptions()
+    t0 = time.perf_counter()
+    records = _sample_records(limit)
+    t_read = time.perf_counter() - t0
+    chars = sum(len(r["text"]) for r in records)
+    convert = ChineseConverter(opts.opencc)
+    t0 = time.perf_counter()
+    cleaned = []
+    for r in records:
+        verdict, doc, _ = clean.clean_record(r, opts, convert)
+        if verdict == "doc":
+            cleaned.append(doc)
+    t_clean = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for doc in cleaned:
+        clean.text_hash(doc["lines"])
+        clean.doc_signature(doc["lines"], opts)
+        clean.line_hashes(doc["lines"], opts)
+    t_fingerprint = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for doc in cleaned:
+        clean.finalize_document([doc], None, None, set(), opts)
+    t_segment = time.perf_counter() - t0
+    total = t_read + t_clean + t_fingerprint + t_segment
+    steps = {
+        "read": t_read,
+        "clean": t_clean,
+        "fingerprint": t_fingerprint,
+        "segment": t_segment,
+        "total": total,
+    }
+    return {
+        "documents": len(records),
+        "characters": chars,
+        "seconds": {k: round(v, 3) for k, v in steps.items()},
+        "docs_per_s": {k: round(len(records) / v, 1) for k, v in steps.items()},
+        "chars_per_s": {k: round(chars / v) for k, v in steps.items()},
+    }
+
+
+def pipeline_throughput(workers: int | None = None, out_dir: str | None = None) -> dict:
+    """The real pipeline on the whole sample (DirectRunner multi_processing)."""
+    from pipelines.corpus.stage import run_corpus
+
+    workers = workers or os.cpu_count() or 1
+    chars = sum(len(r["text"]) for r in _sample_records())
+    out = out_dir or tempfile.mkdtemp(prefix="corpus-bench-")
+    t0 = time.perf_counter()
+    manifest = run_corpus(
+        ["peoples-daily:"],
+        os.path.join(out, "throughput"),
+        force=True,
+        extra_beam_flags=["--direct_running_mode", "multi_processing", "--direct_num_workers", str(workers)],
+    )
+    wall = time.perf_counter() - t0
+    docs = manifest["counts"]["read"]
+    return {
+        "workers": workers,
+        "documents": docs,
+        "characters": chars,
+        "kept": manifest["counts"]["kept"],
+        "seconds": round(wall, 2),
+        "docs_per_s": round(docs / wall, 1),
+        "chars_per_s": round(chars / wall),
+        "docs_per_s_per_core": round(docs / wall / workers, 1),
+        "chars_per_s_per_core": round(chars / wall / workers),
+    }
+
+
+# --- planted near-duplicates ------------------------------------------------------------------------------
+
+
+def edit_text(text: str, rate: float, rng: random.Random) -> str:
+    """Character edits at `rate` (substitute 50%, insert 25%, delete 25%) outside line breaks."""
+    chars = list(text)
+    positions = [i for i, c in enumerate(chars) if c != "\n"]
+    for i in sorted(rng.sample(positions, int(round(len(positions) * rate))), reverse=True):
+        op = rng.random()
+        if op < 0.5:
+            chars[i] = rng.choice(_POOL)
+        elif op < 0.75:
+            chars.insert(i, rng.choice(_POOL))
+        else:
+            del chars[i]
+    return "".join(chars)
+
+
+def plant_duplicates(records: list[dict], originals: int, rates, seed: int) -> tuple[list[dict], dict]:
+    """Copies of `originals` sample articles, one per rate. Returns (copy records in news2016zh form,
+    {group: [original id, copy ids...]})."""
+    rng = random.Random(seed)
+    long_enough = [r for r in records if len(r["text"]) >= 300]
+    chosen = rng.sample(long_enough, min(originals, len(long_enough)))
+    copies, groups = [], {}
+    for g, rec in enumerate(sorted(chosen, key=lambda r: r["id"])):
+        members = [rec["id"]]
+        for rate in rates:
+            lines = rec["text"].split("\n")
+            if rng.random() < 0.3 and len(lines) > 3:  # some copies also lose or repeat a sentence
+                k = rng.randrange(1, len(lines))
+                lines = lines[:k] + lines[k + 1 :] if rng.random() < 0.5 else lines[: k + 1] + lines[k:]
+            news_id = f"planted-{g:04d}-{rate:.3f}"
+            copies.append(
+                {"news_id": news_id, "title": rec["title"], "content": edit_text("\n".join(lines), rate, rng)}
+            )
+            members.append(f"news2016zh:{news_id}")
+        groups[g] = members
+    return copies, groups
+
+
+def _cleaned_shingles(records: list[dict], opts: CorpusOptions) -> dict[str, np.ndarray]:
+    convert = ChineseConverter(opts.opencc)
+    out = {}
+    for r in records:
+        verdict, doc, _ = clean.clean_record(r, opts, convert)
+        if verdict == "doc":
+            out[r["id"]] = minhash.shingles("\n".join(doc["lines"]), opts.shingle_chars, opts.shingle_words)
+    return out
+
+
+def score_merges(merges: dict[str, str], groups: dict, shingles: dict[str, np.ndarray]) -> dict:
+    """Precision over merges, recall over planted pairs with Jaccard >= 0.8 (and per Jaccard band)."""
+    rep = lambda x: merges.get(x, x)  # noqa: E731 -- survivors are cluster minima: one hop
+    bands = {"[0.8,1.0]": [0, 0], "[0.5,0.8)": [0, 0], "[0.0,0.5)": [0, 0]}
+    for members in groups.values():
+        members = [m for m in members if m in shingles]
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                a, b = members[i], members[j]
+                jac = minhash.jaccard(shingles[a], shingles[b])
+                band = "[0.8,1.0]" if jac >= 0.8 else "[0.5,0.8)" if jac >= 0.5 else "[0.0,0.5)"
+                bands[band][0] += 1
+                bands[band][1] += rep(a) == rep(b)
+    wrong = []
+    for removed, survivor in merges.items():
+        if removed in shingles and survivor in shingles:
+            jac = minhash.jaccard(shingles[removed], shingles[survivor])
+            if jac < 0.5:
+                wrong.append((removed, survivor, round(jac, 3)))
+    pairs, found = bands["[0.8,1.0]"]
+    return {
+        "recall_j_ge_0.8": round(found / pairs, 4) if pairs else None,
+        "pairs_j_ge_0.8": pairs,
+        "merged_share_by_jaccard": {
+            k: (round(v[1] / v[0], 4) if v[0] else None, v[0]) for k, v in bands.items()
+        },
+        "merges": len(merges),
+        "precision": round(1 - len(wrong) / len(merges), 4) if merges else None,
+        "merges_below_0.5": wrong[:10],
+    }
+
+
+def dedup_quality(
+    originals: int = 200,
+    rates=DEFAULT_EDIT_RATES,
+    seed: int = 0,
+    workers: int | None = None,
+    out_dir: str | None = None,
+) -> dict:
+    """Plant near-duplicates, run the real pipeline over sample + copies, score what it merged."""
+    from pipelines.corpus.stage import run_corpus
+
+    opts = CorpusOptions()
+    records = _sample_records()
+    copies, groups = plant_duplicates(records, originals, rates, seed)
+    out = out_dir or tempfile.mkdtemp(prefix="corpus-bench-")
+    os.makedirs(out, exist_ok=True)
+    planted = os.path.join(out, "planted.json")
+    with open(planted, "w", encoding="utf-8") as f:
+        for c in copies:
+            f.write(json.dumps(c, ensure_ascii=False) + "\n")
+    workers = workers or os.cpu_count() or 1
+    corpus = os.path.join(out, "dedup")
+    run_corpus(
+        ["peoples-daily:", f"news2016zh:{planted}"],
+        corpus,
+        opts,
+        force=True,
+        extra_beam_flags=["--direct_running_mode", "multi_processing", "--direct_num_workers", str(workers)],
+    )
+    merges = {}
+    for name in sorted(os.listdir(corpus)):
+        if name.startswith("rejected-"):
+            with gzip.open(os.path.join(corpus, name), "rt", encoding="utf-8") as f:
+                for line in f:
+                    r = json.loads(line)
+                    if r["reason"] in ("near_duplicate", "exact_duplicate"):
+                        merges[r["id"]] = r["detail"].rsplit(" of ", 1)[1]
+    copy_records = [
+        {
+            "source": "news2016zh",
+            "id": f"news2016zh:{c['news_id']}",
+            "title": c["title"],
+            "text": c["content"],
+            "markup": "plain",
+        }
+        for c in copies
+    ]
+    shingles = _cleaned_shingles(records + copy_records, opts)
+    result = score_merges(merges, groups, shingles)
+    result.update({"originals": len(groups), "copies": len(copies), "edit_rates": list(rates)})
+    result["options"] = {
+        "shingle_chars": opts.shingle_chars,
+        "bands": opts.minhash_bands,
+        "rows": opts.minhash_rows,
+        "threshold": opts.near_dup_threshold,
+    }
+    return result
+
+
+# --- parameter sweep (pure functions, no Beam) -------------------------------------------------------------
+
+
+def dedup_in_memory(signatures: dict[str, np.ndarray], opts: CorpusOptions) -> dict[str, str]:
+    """The pipeline's near-dup logic in one process: LSH buckets, verified pairs, union-find, the
+    survivor check."""
+    buckets: dict = {}
+    for doc_id, sig in signatures.items():
+        for key in minhash.band_keys(sig, opts.minhash_bands, opts.minhash_rows):
+            buckets.setdefault(key, []).append(doc_id)
+    uf = minhash.UnionFind()
+    for ids in buckets.values():
+        if len(ids) > 1:
+            members = sorted((i, signatures[i]) for i in set(ids))
+            for a, b in minhash.similar_pairs(members, opts.near_dup_threshold, opts.max_bucket_pairs):
+                uf.union(a, b)
+    return {
+        member: root
+        for member, root in uf.roots().items()
+        if minhash.estimate_jaccard(signatures[member], signatures[root]) >= opts.min_survivor_similarity
+    }
+
+
+def sweep(originals: int = 200, seed: int = 0, configs=None) -> list[dict]:
+    configs = configs or [
+        (3, 16, 8, 0.7),
+        (5, 16, 8, 0.7),
+        (5, 20, 5, 0.7),
+        (5, 32, 4, 0.7),
+        (5, 20, 5, 0.6),
+        (5, 20, 5, 0.8),
+        (7, 20, 5, 0.7),
+    ]
+    records = _sample_records()
+    copies, groups = plant_duplicates(records, originals, DEFAULT_EDIT_RATES, seed)
+    copy_records = [
+        {
+            "source": "news2016zh",
+            "id": f"news2016zh:{c['news_id']}",
+            "title": c["title"],
+            "text": c["content"],
+            "markup": "plain",
+        }
+        for c in copies
+    ]
+    rows = []
+    for k, bands, r, threshold in configs:
+        opts = CorpusOptions(
+            shingle_chars=k, minhash_bands=bands, minhash_rows=r, near_dup_threshold=threshold
+        )
+        shingles = _cleaned_shingles(records + copy_records, opts)
+        t0 = time.perf_counter()
+        sigs = {i: minhash.signature(s, opts.num_perm, opts.minhash_seed) for i, s in shingles.items()}
+        merges = dedup_in_memory(sigs, opts)
+        seconds = time.perf_counter() - t0
+        score = score_merges(merges, groups, shingles)
+        rows.append(
+            {
+                "shingle_chars": k,
+                "bands": bands,
+                "rows": r,
+                "threshold": threshold,
+                "recall_j_ge_0.8": score["recall_j_ge_0.8"],
+                "precision": score["precision"],
+                "merged_0.5_0.8": score["merged_share_by_jaccard"]["[0.5,0.8)"][0],
+                "merges": score["merges"],
+                "seconds": round(seconds, 2),
+            }
+        )
+    return rows
+
+
+# --- entry points -----------------------------------------------------------------------------------------------
+
+
+def run_corpus_bench(
+    originals: int = 200, seed: int = 0, workers: int | None = None, single_core_limit: int | None = None
+) -> dict:
+    """All corpus figures as one dict (what `albert bench corpus` reports)."""
+    with tempfile.TemporaryDirectory(prefix="corpus-bench-") as tmp:
+        return {
+            "single_core": single_core_throughput(single_core_limit),
+            "pipeline": pipeline_throughput(workers, tmp),
+            "dedup": dedup_quality(originals, seed=seed, workers=workers, out_dir=tmp),
+        }
+
+
+def format_table(result: dict) -> str:
+    lines = []
+    s = result["single_core"]
+    lines.append(f"single core (no Beam), {s['documents']} documents, {s['characters']:,} characters")
+    lines.append(f"  {'step':<12}{'seconds':>9}{'docs/s':>11}{'chars/s':>14}")
+    for step in ("read", "clean", "fingerprint", "segment", "total"):
+        lines.append(
+            f"  {step:<12}{s['seconds'][step]:>9.2f}{s['docs_per_s'][step]:>11,.0f}{s['chars_per_s'][step]:>14,}"
+        )
+    p = result["pipeline"]
+    lines.append(
+        f"Beam pipeline (DirectRunner multi_processing, {p['workers']} workers): {p['seconds']} s, "
+        f"{p['docs_per_s']:,} docs/s, {p['chars_per_s']:,} chars/s; "
+        f"per core {p['docs_per_s_per_core']:,} docs/s, {p['chars_per_s_per_core']:,} chars/s"
+    )
+    d = result["dedup"]
+    lines.append(
+        f"near-dup quality ({d['originals']} originals x {len(d['edit_rates'])} edit rates, "
+        f"shingles {d['options']['shingle_chars']}, {d['options']['bands']}x{d['options']['rows']}, "
+        f"threshold {d['options']['threshold']}):"
+    )
+    lines.append(f"  recall (Jaccard >= 0.8): {d['recall_j_ge_0.8']}  over {d['pairs_j_ge_0.8']} pairs")
+    lines.append(f"  precision (merges with Jaccard >= 0.5): {d['precision']}  over {d['merges']} merges")
+    for band, (share, n) in d["merged_share_by_jaccard"].items():
+        lines.append(f"  merged share, planted pairs with Jaccard in {band}: {share} ({n} pairs)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.corpus.bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--originals", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--sweep", action="store_true", help="compare dedup parameters instead")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if args.sweep:
+        rows = sweep(args.originals, args.seed)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            keys = list(rows[0])
+            print("  ".join(f"{k:>14}" for k in keys))
+            for row in rows:
+                print("  ".join(f"{row[k]!s:>14}" for k in keys))
+        return 0
+    result = run_corpus_bench(args.originals, args.seed, args.workers)
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
