@@ -3,7 +3,8 @@
     inputs: [(index, kind, path)]                      one element per input file, sorted by path
       | Reshuffle                                      spread input files over workers
       | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each
-                          -> "skipped": {id, reason, where}         dead letter, with the reason
+                          -> "read": {documents_read, skipped: {reason: n}} per input file
+                             (+ skipped-<file>.jsonl.gz: the dead letter, every record with its reason)
       | WriteGroupFiles   -> stats dict per written file            one TFRecord file per (group, dupe)
       | CombineGlobally(merge_stats) | WriteStats      -> stats.json
     driver, after the run: manifest.json (inputs + hashes, options, vocab hash, counts, output hashes)
@@ -16,6 +17,7 @@ the input, the options and the seed: not on the runner, the number of workers, o
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import time
@@ -23,6 +25,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -66,10 +69,14 @@ def iter_documents(kind: str, path: str):
 
 
 class ReadGroups(beam.DoFn):
-    """(index, kind, path) -> Group elements, plus tagged "skipped" records for unusable documents."""
+    """(index, kind, path) -> Group elements, plus one "read" stats dict per input file.
 
-    def __init__(self, config: InstanceConfig):
+    Unusable documents go to `skipped-<index>.jsonl.gz` in `out_dir` (dead letter: id, reason, where,
+    and the raw line when there is one), written by the worker that reads that input file."""
+
+    def __init__(self, config: InstanceConfig, out_dir: str):
         self.config = config
+        self.out_dir = out_dir
         self.read = Metrics.counter(NAMESPACE, "documents_read")
         self.kept = Metrics.counter(NAMESPACE, "documents_kept")
         self.skipped = Metrics.counter(NAMESPACE, "documents_skipped")
@@ -81,6 +88,7 @@ class ReadGroups(beam.DoFn):
         chars = {"train": 0, "eval": 0}
         count = {"train": 0, "eval": 0}
         notes = {"train": Counter(), "eval": Counter()}
+        skipped: list[dict] = []
         n_read = 0
         for n, doc in enumerate(iter_documents(kind, path)):
             n_read += 1
@@ -90,15 +98,11 @@ class ReadGroups(beam.DoFn):
             if isinstance(prepared, str):
                 self.skipped.inc()
                 Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
-                yield beam.pvalue.TaggedOutput(
-                    "skipped",
-                    {
-                        "id": doc.get("id") if isinstance(doc.get("id"), str) else None,
-                        "reason": prepared,
-                        "where": doc.get("_where", f"{path}#{n}"),
-                        "raw": doc.get("_raw"),
-                    },
-                )
+                doc_id = doc.get("id")
+                skipped.append(
+                    {"id": doc_id if isinstance(doc_id, str) else None, "reason": prepared,
+                     "where": doc.get("_where", f"{path}#{n}"), "raw": doc.get("_raw")}
+                )  # fmt: skip
                 continue
             self.kept.inc()
             split = split_of(prepared.id, cfg.eval_fraction)
@@ -112,7 +116,17 @@ class ReadGroups(beam.DoFn):
         for split in ("train", "eval"):
             if pending[split]:
                 yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
-        yield beam.pvalue.TaggedOutput("read", {"documents_read": n_read})
+        if skipped:
+            dead_letter = f"{self.out_dir}/skipped-{file_index:05d}.jsonl.gz"
+            with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                f.write(
+                    gzip.compress(
+                        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped).encode(), mtime=0
+                    )
+                )
+        yield beam.pvalue.TaggedOutput(
+            "read", {"documents_read": n_read, "skipped": dict(Counter(r["reason"] for r in skipped))}
+        )
 
 
 class WriteGroupFiles(beam.DoFn):
@@ -171,36 +185,25 @@ def _write_json(obj, path: str) -> None:
 
 
 class CreateInstances(beam.PTransform):
-    """PCollection[(index, kind, path)] -> PCollection[stats dict] (one per file written); writes
-    the TFRecords, `skipped-*.jsonl.gz` (dead letter) and `stats.json` under `out_dir`."""
+    """PCollection[(index, kind, path)] -> PCollection[stats dict] (one per TFRecord file written);
+    writes the TFRecords, `skipped-*.jsonl.gz` (dead letter) and `stats.json` under `out_dir`."""
 
     def __init__(self, vocab_model: str, out_dir: str, config: InstanceConfig):
         super().__init__()
         self.vocab_model, self.out_dir, self.config = vocab_model, out_dir, config
 
     def expand(self, inputs):
-        groups = (
+        read = (
             inputs
             | "SpreadInputs" >> beam.Reshuffle()
             | "ReadGroups"
-            >> beam.ParDo(ReadGroups(self.config)).with_outputs("skipped", "read", main="groups")
+            >> beam.ParDo(ReadGroups(self.config, self.out_dir)).with_outputs("read", main="groups")
         )
-        _ = (
-            groups.skipped
-            | "SkippedToJson" >> beam.Map(lambda r: json.dumps(r, ensure_ascii=False, sort_keys=True))
-            | "WriteSkipped" >> beam.io.WriteToText(f"{self.out_dir}/skipped", ".jsonl.gz")
-        )
-        skipped_counts = (
-            groups.skipped
-            | "SkipReason" >> beam.Map(lambda r: r["reason"])
-            | "CountReasons" >> beam.combiners.Count.PerElement()
-            | "AsStats" >> beam.Map(lambda kv: {"skipped": {kv[0]: kv[1]}})
-        )
-        file_stats = groups.groups | "WriteGroupFiles" >> beam.ParDo(
+        file_stats = read.groups | "WriteGroupFiles" >> beam.ParDo(
             WriteGroupFiles(self.vocab_model, self.out_dir, self.config)
         )
         _ = (
-            (file_stats, skipped_counts, groups.read)
+            (file_stats, read.read)
             | "AllStats" >> beam.Flatten()
             | "MergeStats" >> beam.CombineGlobally(_MergeStats())
             | "WriteStats" >> beam.Map(_write_json, f"{self.out_dir}/stats.json")
@@ -284,7 +287,11 @@ def run_pipeline(
     FileSystems.mkdirs(out_dir) if not FileSystems.exists(out_dir) else None
     if FileSystems.exists(out_dir + "/manifest.json"):
         FileSystems.delete([out_dir + "/manifest.json"])  # this folder is incomplete until we finish
-    stale = FileSystems.match([out_dir + "/*.tfrecord"])[0].metadata_list
+    stale = [
+        m
+        for pattern in ("/*.tfrecord", "/skipped-*.jsonl.gz")
+        for m in FileSystems.match([out_dir + pattern])[0].metadata_list
+    ]
     if stale:
         FileSystems.delete([m.path for m in stale])
     if not any(a.startswith("--runner") for a in beam_args):
