@@ -56,12 +56,15 @@ def encode_varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v = np.ascontiguousarray(values, dtype=np.uint64)
     if v.size and int(v.max()) < 0x80:  # fast path: masks, segment ids, boundaries, small ids
         return v.astype(np.uint8).ravel(), np.full(v.shape[0], v.shape[1], dtype=np.int64)
+    if v.size and int(v.max()) < 1 << 28:  # ids and positions: at most 4 bytes, 32-bit arithmetic
+        v = v.astype(np.uint32)
     nbytes = np.ones(v.shape, dtype=np.int64)
     for k in range(1, 10):
-        nbytes += v >= np.uint64(1 << (7 * k))
+        nbytes += v >= (1 << (7 * k))
     width = int(nbytes.max()) if v.size else 1
-    shifts = (7 * np.arange(width, dtype=np.uint64))[None, None, :]
-    groups = ((v[:, :, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)  # (B, n, width)
+    groups = np.empty(v.shape + (width,), dtype=np.uint8)  # (B, n, width) 7-bit groups, low first
+    for k in range(width):
+        groups[:, :, k] = (v >> (7 * k)) & 0x7F
     idx = np.arange(width)[None, None, :]
     groups[idx < (nbytes[:, :, None] - 1)] |= 0x80  # continuation bit on all but the last byte
     keep = idx < nbytes[:, :, None]
