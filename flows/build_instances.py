@@ -26,6 +26,7 @@ from flows.common import (
     stage_result,
     task_failure_artifact,
 )
+from pipelines.manifest import file_sha256
 
 DEFAULT_ROOT = "out/factory"
 
@@ -98,7 +99,7 @@ def build_instances(
         "eval_fraction": eval_fraction,
         "seed": seed,
     }
-    vocab_hash = output_hashes(vocab_dir)["spm.model"]
+    vocab_hash = file_sha256(join(vocab_dir, "spm.model"))  # a vocab folder or a registry version
     key = stage_key("instances", corpus=output_hashes(corpus_dir), vocab=vocab_hash, options=options)
     out = join(absolute(storage_root), "instances", key)
     reused = is_complete(out)

@@ -1,0 +1,385 @@
+"""`albert deploy` and `albert serve`: the deployments of infra/prefect.yaml.
+
+    albert deploy [--prefect-file infra/prefect.yaml] [--only FLOW/NAME ...] [--no-pools] [--dry-run]
+    albert serve  [--prefect-file ...] [--only FLOW/NAME ...] [--limit N]
+
+`deploy` checks every deployment against its flow (entrypoint importable, parameter names and types
+those of the flow's signature, schedules complete and valid), creates the work pools listed under
+definitions.pools that do not exist yet (base job templates: Prefect's defaults for the pool type, or
+the file given), then creates or updates the deployments with their schedules, per-schedule
+parameters, job variables and pull steps, on the server of the active profile (PREFECT_API_URL).
+`serve` runs the process-pool deployments in this process with prefect.serve(): they appear in the
+UI, schedules fire, and runs can be triggered from there.
+
+"{{ $NAME }}" in the file is taken from the environment, else from ENV_DEFAULTS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import inspect
+import json
+import os
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.errors import UserError
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_FILE = os.path.join(REPO_ROOT, "infra", "prefect.yaml")
+ENV_DEFAULTS = {
+    "ALBERT_HOME": REPO_ROOT,
+    "ALBERT_STORAGE_ROOT": "out/factory",
+    "ALBERT_TRAINER_IMAGE": "albert-trainer:latest",
+    "ALBERT_DATAFLOW_IMAGE": "albert-dataflow:latest",
+    "ALBERT_GCP_PROJECT": "my-gcp-project",
+    "ALBERT_GCP_REGION": "us-central1",
+    "ALBERT_DUMPS": "data/dumps",
+    "ALBERT_DATA_VOLUME": "albert-data",
+}
+_VAR = re.compile(r"\{\{\s*\$([A-Z0-9_]+)\s*\}\}")
+
+
+def resolve(obj: Any, env: dict[str, str] | None = None) -> Any:
+    """Replace "{{ $NAME }}" in every string of obj (environment first, then ENV_DEFAULTS)."""
+    env = {**ENV_DEFAULTS, **(os.environ if env is None else env)}
+    if isinstance(obj, str):
+
+        def sub(m: re.Match) -> str:
+            if m.group(1) not in env:
+                raise UserError(f"{m.group(0)} is not set (export {m.group(1)}=...)")
+            return env[m.group(1)]
+
+        return _VAR.sub(sub, obj)
+    if isinstance(obj, list):
+        return [resolve(x, env) for x in obj]
+    if isinstance(obj, dict):
+        return {k: resolve(v, env) for k, v in obj.items()}
+    return obj
+
+
+@dataclass
+class Spec:
+    """One deployment of the file, resolved and checked."""
+
+    flow: Any
+    name: str
+    entrypoint: str
+    pool: dict
+    parameters: dict
+    schedules: list[dict] = field(default_factory=list)
+    pull: list[dict] = field(default_factory=list)
+    description: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.flow.name}/{self.name}"
+
+
+def load_file(path: str = DEFAULT_FILE) -> dict:
+    import yaml
+
+    if not os.path.exists(path):
+        raise UserError(f"{path} not found (pass --prefect-file)")
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def load_flow(entrypoint: str):
+    """'flows/pretrain.py:pretrain' -> the flow object (imported as a module of this package)."""
+    path, _, attr = entrypoint.partition(":")
+    if not path.endswith(".py") or not attr:
+        raise UserError(f"entrypoint {entrypoint!r}: expected path/to/file.py:flow_function")
+    if not os.path.exists(os.path.join(REPO_ROOT, path)):
+        raise UserError(f"entrypoint {entrypoint!r}: {path} does not exist")
+    module = importlib.import_module(path[: -len(".py")].replace("/", "."))
+    obj = getattr(module, attr, None)
+    if obj is None or not hasattr(obj, "to_deployment"):
+        raise UserError(f"entrypoint {entrypoint!r}: {attr} is not a Prefect flow")
+    return obj
+
+
+def check_parameters(flow, params: dict, complete: bool, where: str) -> None:
+    """Names must be the flow's parameters and values must validate against their annotations;
+    `complete`: every required parameter is given (a scheduled run has nobody to fill one in)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    sig = inspect.signature(flow.fn)
+    hints = typing.get_type_hints(flow.fn)
+    unknown = sorted(set(params) - set(sig.parameters))
+    if unknown:
+        raise UserError(f"{where}: {flow.name} has no parameter(s) {', '.join(unknown)}")
+    for name, value in params.items():
+        try:
+            TypeAdapter(hints.get(name, Any)).validate_python(value)
+        except ValidationError as err:
+            raise UserError(
+                f"{where}: parameter {name}={value!r} does not fit {hints.get(name)}: {err.errors()[0]['msg']}"
+            ) from err
+    if complete:
+        missing = [
+            n for n, p in sig.parameters.items() if p.default is inspect.Parameter.empty and n not in params
+        ]
+        if missing:
+            raise UserError(f"{where}: a scheduled run needs {', '.join(missing)}")
+
+
+def check_schedule(item: dict, where: str) -> None:
+    from prefect.client.schemas.schedules import CronSchedule
+
+    if "cron" not in item:
+        raise UserError(f"{where}: only cron schedules are used here")
+    try:
+        CronSchedule(cron=item["cron"], timezone=item.get("timezone"))
+    except Exception as err:  # noqa: BLE001 - pydantic or croniter: either way a bad schedule
+        raise UserError(f"{where}: bad cron {item['cron']!r}: {err}") from err
+
+
+def load_specs(
+    path: str = DEFAULT_FILE, only: list[str] | None = None, env: dict | None = None
+) -> tuple[list[Spec], list[dict]]:
+    """(deployments, pool definitions) of a prefect.yaml, resolved and checked."""
+    raw = load_file(path)
+    doc = resolve(raw, env)
+    pools = {p["name"]: p for p in (doc.get("definitions") or {}).get("pools", [])}
+    default_pull = doc.get("pull") or []
+    specs = []
+    for d in doc.get("deployments") or []:
+        flow = load_flow(d["entrypoint"])
+        where = f"{flow.name}/{d['name']}"
+        pool = d.get("work_pool") or {}
+        if pool.get("name") not in pools:
+            raise UserError(f"{where}: work pool {pool.get('name')!r} is not under definitions.pools")
+        params = d.get("parameters") or {}
+        check_parameters(flow, params, complete=False, where=where)
+        schedules = d.get("schedules") or []
+        for i, s in enumerate(schedules):
+            check_schedule(s, f"{where} schedule {i}")
+            check_parameters(
+                flow,
+                {**params, **(s.get("parameters") or {})},
+                complete=True,
+                where=f"{where} schedule {s.get('slug', i)}",
+            )
+        check_job_variables(
+            pools[pool["name"]], pool.get("job_variables") or {}, os.path.dirname(path), where
+        )
+        specs.append(
+            Spec(
+                flow,
+                d["name"],
+                d["entrypoint"],
+                pool,
+                params,
+                schedules,
+                d.get("pull", default_pull),
+                d.get("description"),
+                d.get("tags") or [],
+            )
+        )
+    names = [s.full_name for s in specs]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise UserError(f"deployment names used twice: {', '.join(sorted(dupes))}")
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise UserError(f"no deployment named {', '.join(unknown)} (have: {', '.join(names)})")
+        specs = [s for s in specs if s.full_name in only]
+    return specs, list(pools.values())
+
+
+def base_job_template(pool: dict, infra_dir: str) -> dict:
+    """The pool's base job template: its own file, or Prefect's default for the pool type (read from
+    the metadata Prefect ships, so it works offline)."""
+    if pool.get("base_job_template"):
+        with open(os.path.join(infra_dir, pool["base_job_template"]), encoding="utf-8") as f:
+            return json.load(f)
+    if pool["type"] == "process":
+        from prefect.workers.process import ProcessWorker
+
+        return copy.deepcopy(ProcessWorker.get_default_base_job_template())
+    import prefect
+
+    path = os.path.join(
+        os.path.dirname(prefect.__file__), "server/api/collections_data/views/aggregate-worker-metadata.json"
+    )
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    for collection in meta.values():
+        for worker in collection.values():
+            if worker.get("type") == pool["type"]:
+                return copy.deepcopy(worker["default_base_job_configuration"])
+    raise UserError(f"unknown work pool type {pool['type']!r}")
+
+
+def check_job_variables(pool: dict, job_variables: dict, infra_dir: str, where: str) -> None:
+    known = base_job_template(pool, infra_dir)["variables"]["properties"]
+    unknown = sorted(set(job_variables) - set(known))
+    if unknown:
+        raise UserError(
+            f"{where}: {pool['type']} pool {pool['name']} has no job variable(s) {', '.join(unknown)}"
+        )
+
+
+# -------------------------------------------------------------------------------------- registration
+
+
+def _schedule_objects(spec: Spec) -> list:
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.client.schemas.schedules import CronSchedule
+
+    return [
+        DeploymentScheduleCreate(
+            schedule=CronSchedule(cron=s["cron"], timezone=s.get("timezone")),
+            active=s.get("active", True),
+            parameters=s.get("parameters") or {},
+            slug=s.get("slug"),
+        )
+        for s in spec.schedules
+    ]
+
+
+def ensure_pools(pools: list[dict], infra_dir: str, log=print) -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectNotFound
+
+    created = []
+    with get_client(sync_client=True) as client:
+        for pool in pools:
+            try:
+                client.read_work_pool(pool["name"])
+                continue
+            except ObjectNotFound:
+                pass
+            client.create_work_pool(
+                WorkPoolCreate(
+                    name=pool["name"],
+                    type=pool["type"],
+                    description=pool.get("description"),
+                    base_job_template=base_job_template(pool, infra_dir),
+                )
+            )
+            created.append(pool["name"])
+            log(f"created work pool {pool['name']} ({pool['type']})")
+    return created
+
+
+def apply(specs: list[Spec], log=print) -> dict[str, str]:
+    """Create or update every deployment (schedules replaced by the file's). Returns name -> id."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    ids = {}
+    with get_client(sync_client=True) as client:
+        for spec in specs:
+            flow_id = client.create_flow_from_name(spec.flow.name)
+            try:  # the server upserts the deployment but would add schedules next to the old ones
+                old = client.read_deployment_by_name(spec.full_name)
+                for sched in client.read_deployment_schedules(old.id):
+                    client.delete_deployment_schedule(old.id, sched.id)
+            except ObjectNotFound:
+                pass
+            deployment_id = client.create_deployment(
+                flow_id=flow_id,
+                name=spec.name,
+                work_pool_name=spec.pool["name"],
+                work_queue_name=spec.pool.get("work_queue_name"),
+                job_variables=spec.pool.get("job_variables") or {},
+                parameters=spec.parameters,
+                schedules=_schedule_objects(spec),
+                entrypoint=spec.entrypoint,
+                pull_steps=spec.pull,
+                tags=spec.tags,
+                description=spec.description,
+                parameter_openapi_schema=spec.flow.parameters.model_dump(),
+                enforce_parameter_schema=True,
+            )
+            ids[spec.full_name] = str(deployment_id)
+            log(
+                f"deployment {spec.full_name} -> pool {spec.pool['name']}"
+                + (f", {len(spec.schedules)} schedule(s)" if spec.schedules else "")
+            )
+    return ids
+
+
+def serve_deployments(specs: list[Spec], pool_types: dict[str, str]) -> list:
+    """RunnerDeployments for prefect.serve(): the process-pool deployments (GPU pools need workers)."""
+    from prefect.schedules import Cron
+
+    out = []
+    for spec in specs:
+        if pool_types.get(spec.pool["name"]) != "process":
+            continue
+        schedules = [
+            Cron(
+                s["cron"],
+                timezone=s.get("timezone"),
+                active=s.get("active", True),
+                parameters=s.get("parameters") or {},
+                slug=s.get("slug"),
+            )
+            for s in spec.schedules
+        ]
+        out.append(
+            spec.flow.to_deployment(
+                name=spec.name,
+                parameters=spec.parameters,
+                schedules=schedules or None,
+                description=spec.description,
+                tags=spec.tags,
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    command = p.prog.split()[-1]
+    p.set_defaults(_command=command)
+    p.add_argument("--prefect-file", default=DEFAULT_FILE, help="deployments file [infra/prefect.yaml]")
+    p.add_argument(
+        "--only", action="append", default=[], metavar="FLOW/NAME", help="only this deployment (repeatable)"
+    )
+    if command == "deploy":
+        p.add_argument("--no-pools", action="store_true", help="do not create missing work pools")
+        p.add_argument(
+            "--dry-run", action="store_true", help="check the file and print the plan; register nothing"
+        )
+    else:
+        p.add_argument("--limit", type=int, default=None, help="at most this many concurrent runs")
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    specs, pools = load_specs(args.prefect_file, args.only or None)
+    infra_dir = os.path.dirname(os.path.abspath(args.prefect_file))
+    if args._command == "serve":
+        import prefect
+
+        deployments = serve_deployments(specs, {p["name"]: p["type"] for p in pools})
+        print(
+            f"serving {len(deployments)} deployment(s): "
+            + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
+        )
+        prefect.serve(*deployments, limit=args.limit)
+        return 0
+    for s in specs:
+        sched = "; ".join(
+            f"{x['cron']} {x.get('timezone', '')} [{x.get('slug', '')}]".strip() for x in s.schedules
+        )
+        print(f"{s.full_name:<28} pool {s.pool['name']:<22} {sched}")
+    if args.dry_run:
+        return 0
+    if not args.no_pools:
+        ensure_pools(pools, infra_dir)
+    apply(specs)
+    return 0

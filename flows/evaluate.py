@@ -1,0 +1,131 @@
+"""Flow `evaluate`: held-out MLM and SOP metrics of a checkpoint next to the trivial baselines
+(model.evaluate, `albert evaluate`), as a table artifact `eval-metrics`.
+
+The evaluation task is cached by Prefect across runs (INPUTS + TASK_SOURCE, persisted result): its
+inputs are the checkpoint's weight hash and a content-addressed instances folder, so the same model
+on the same eval set is evaluated once. The promote flow bypasses that cache on purpose: it evaluates
+candidate and production afresh, side by side, in its own run.
+
+    python -m flows.evaluate CHECKPOINT_DIR INSTANCES_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from prefect import flow, task
+from prefect.artifacts import create_table_artifact
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.tasks import exponential_backoff
+
+from flows.common import (
+    absolute,
+    flow_failure_artifact,
+    join,
+    logger,
+    read_json,
+    retry_transient,
+    run_cli,
+    stage_key,
+    task_failure_artifact,
+)
+from flows.registry import file_sha
+
+DEFAULT_ROOT = "out/factory"
+
+
+@task(
+    name="evaluate-checkpoint",
+    cache_policy=INPUTS + TASK_SOURCE,
+    persist_result=True,
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=10),
+    retry_condition_fn=retry_transient,
+    on_failure=[task_failure_artifact],
+)
+def evaluate_checkpoint(
+    checkpoint: str, weights_sha256: str, instances_dir: str, out_json: str, max_batches: int | None = None
+) -> dict:
+    """`albert evaluate` in this process; returns its JSON report. weights_sha256 is part of the
+    cache key: a checkpoint folder rewritten in place is evaluated again."""
+    os.makedirs(os.path.dirname(out_json), exist_ok=True)
+    argv = ["--checkpoint", checkpoint, "--instances", instances_dir, "--out", out_json]
+    if max_batches:
+        argv += ["--max-batches", str(max_batches)]
+    run_cli("evaluate", argv)
+    return read_json(out_json)
+
+
+def gate_metrics(report: dict, checkpoint: str | None = None) -> tuple[dict, dict]:
+    """An `albert evaluate` report -> (metrics, baselines) in the registry gate's vocabulary."""
+    metrics = {
+        "mlm_loss": report["masked_lm"]["loss"],
+        "mlm_accuracy": report["masked_lm"]["accuracy"],
+        "sop_loss": report["sentence_order"]["loss"],
+        "sop_accuracy": report["sentence_order"]["accuracy"],
+        "eval_predictions": report["masked_lm"]["n"],
+        "eval_pairs": report["sentence_order"]["n"],
+    }
+    b = report["baselines"]
+    baselines = {
+        "mlm_loss": {"unigram": b["masked_lm_unigram_loss"]},
+        "mlm_accuracy": {"most_frequent_token": b["masked_lm_most_frequent_train_token"]["accuracy"]},
+        "sop_accuracy": {
+            "chance": b["sentence_order_chance"]["accuracy"],
+            "majority": b["sentence_order_majority_train_label"]["accuracy"],
+        },
+    }
+    config = os.path.join(checkpoint or report.get("checkpoint", ""), "config.json")
+    if os.path.exists(config):  # a uniform guess over the vocabulary: ln V nats
+        baselines["mlm_loss"]["uniform"] = math.log(read_json(config)["vocab_size"])
+    return metrics, baselines
+
+
+def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
+    """Rows metric | one column per model | baselines, for artifacts and the demo summary."""
+    rows = []
+    for metric in ("mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "downstream_accuracy"):
+        if not any(metric in m for m in columns.values()):
+            continue
+        row = {"metric": metric}
+        for name, m in columns.items():
+            row[name] = round(m[metric], 4) if m.get(metric) is not None else None
+        row["baselines"] = ", ".join(f"{k} {v:.4f}" for k, v in (baselines.get(metric) or {}).items())
+        rows.append(row)
+    return rows
+
+
+def eval_json_path(storage_root: str, checkpoint: str, instances_dir: str) -> tuple[str, str]:
+    weights = file_sha(os.path.join(checkpoint, "model.safetensors"))
+    key = stage_key("evaluate", weights=weights, instances=os.path.basename(instances_dir.rstrip("/")))
+    return join(absolute(storage_root), "evals", key, "eval.json"), weights
+
+
+@flow(name="evaluate", on_failure=[flow_failure_artifact])
+def evaluate(
+    checkpoint: str,
+    instances_dir: str,
+    storage_root: str = DEFAULT_ROOT,
+    max_batches: int | None = None,
+) -> dict:
+    """Evaluate a checkpoint folder on the eval split of an instances folder.
+    Returns {"metrics", "baselines", "report"}."""
+    checkpoint, instances_dir = absolute(checkpoint), absolute(instances_dir)
+    out_json, weights = eval_json_path(storage_root, checkpoint, instances_dir)
+    report = evaluate_checkpoint(checkpoint, weights, instances_dir, out_json, max_batches)
+    metrics, baselines = gate_metrics(report, checkpoint)
+    create_table_artifact(
+        table=metrics_table({"model": metrics}, baselines),
+        key="eval-metrics",
+        description=f"held-out metrics of {checkpoint} on {instances_dir} (eval split) next to trivial baselines",
+    )
+    logger().info("eval: %s", json.dumps(metrics))
+    return {"metrics": metrics, "baselines": baselines, "report": out_json}
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(evaluate(checkpoint=sys.argv[1], instances_dir=sys.argv[2]))

@@ -1,0 +1,306 @@
+"""Flow `pretrain`: instances -> `<storage_root>/runs/<key>/` (model.trainer via `albert pretrain`).
+
+The trainer runs as its own process: `python -m flows.cli pretrain ...` for one process, torchrun
+(`python -m torch.distributed.run --nproc_per_node N -m flows.cli pretrain ...`) for several; every
+line it prints goes to the flow logs as it comes. The run folder is named by a hash of the instances'
+content, the model config and the training options (and the weights it starts from), so a rerun after
+a failure calls the trainer with the same --out, and the trainer resumes from its last checkpoint.
+When the trainer has finished, this flow writes `<run>/manifest.json` (the stage contract): a run
+folder with a manifest is reused as is.
+
+backend="deployment" hands the same flow (with backend="local" and the run folder fixed) to a
+deployment on a GPU/TPU work pool through prefect.deployments.run_deployment. The job spec of that
+pool (image, accelerator, machine type, resources) is the `job_variables` parameter, never code; the
+storage root must then be shared (gs://...).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.tasks import exponential_backoff
+
+from flows.common import (
+    absolute,
+    albert_command,
+    exists,
+    flow_failure_artifact,
+    flow_run_id,
+    is_complete,
+    is_url,
+    join,
+    logger,
+    output_hashes,
+    read_json,
+    read_manifest,
+    retry_transient,
+    stage_key,
+    stage_result,
+    stream_process,
+    task_failure_artifact,
+)
+
+DEFAULT_ROOT = "out/factory"
+# TrainConfig field -> `albert pretrain` flag, for the options this flow exposes as parameters.
+TRAIN_FLAGS = {
+    "config": "--config",
+    "steps": "--steps",
+    "batch_size": "--batch-size",
+    "lr": "--lr",
+    "warmup_steps": "--warmup-steps",
+    "seed": "--seed",
+    "save_every": "--save-every",
+    "log_every": "--log-every",
+    "eval_every": "--eval-every",
+    "device": "--device",
+    "init_checkpoint": "--init-checkpoint",
+}
+# Options that do not change what is trained (the trainer's "(run)" fields): not part of the key.
+RUN_ONLY = {"save_every", "log_every", "eval_every", "device"}
+
+
+def trainer_command(
+    options: dict[str, Any],
+    instances_dir: str,
+    run_dir: str,
+    extra_args: list[str],
+    nproc_per_node: int,
+    nnodes: int,
+) -> list[str]:
+    argv = ["pretrain", "--instances", instances_dir, "--out", run_dir]
+    for name, value in options.items():
+        if value is not None:
+            argv += [TRAIN_FLAGS[name], str(value)]
+    argv += list(extra_args)
+    if nproc_per_node <= 1 and nnodes <= 1:
+        return albert_command(*argv)
+    cmd = albert_command()[:1] + ["-m", "torch.distributed.run", f"--nproc_per_node={nproc_per_node}"]
+    if nnodes > 1:  # the other nodes run the same command; rendezvous from the job's environment
+        cmd += [
+            f"--nnodes={nnodes}",
+            "--rdzv_backend=c10d",
+            "--rdzv_endpoint=" + os.environ.get("ALBERT_RDZV_ENDPOINT", "localhost:29400"),
+        ]
+    return cmd + ["-m", "flows.cli", *argv]
+
+
+@task(
+    name="pretrain-process",
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=30),
+    retry_jitter_factor=0.5,
+    retry_condition_fn=retry_transient,
+    on_failure=[task_failure_artifact],
+)
+def run_trainer(cmd: list[str], timeout_s: float | None) -> list[str]:
+    """The trainer as its own process, output streamed to the logs. A retry (e.g. after a preempted
+    node or a killed process) runs the same command, which resumes from the last checkpoint."""
+    log = logger()
+    log.info("running: %s", " ".join(cmd))
+    return stream_process(cmd, log.info, timeout_s=timeout_s)
+
+
+def final_checkpoint(run_dir: str) -> str:
+    from model.checkpoint import latest
+
+    path = latest(run_dir)
+    if path is None:
+        raise RuntimeError(f"the trainer finished but {run_dir} holds no complete checkpoint")
+    return path
+
+
+def training_summary(run_dir: str) -> dict:
+    """The last train and eval records of metrics.jsonl, the curves' path."""
+    import json
+
+    rows = []
+    path = join(run_dir, "metrics.jsonl")
+    if exists(path):
+        from pipelines.corpus import fileio
+
+        with fileio.open_read(path) if is_url(path) else open(path, "rb") as f:
+            rows = [json.loads(line) for line in f.read().decode("utf-8").splitlines() if line.strip()]
+    train = [r for r in rows if r.get("kind") == "train" and "loss" in r]
+    evals = [r for r in rows if r.get("kind") == "eval"]
+    curves = join(run_dir, "curves.png")
+    return {
+        "first_train": train[0] if train else None,
+        "last_train": train[-1] if train else None,
+        "last_eval": evals[-1] if evals else None,
+        "loss_curve_png": curves if exists(curves) else None,
+    }
+
+
+def write_run_manifest(
+    run_dir: str, instances_dir: str, options: dict, checkpoint: str, summary: dict
+) -> dict:
+    from pipelines.manifest import write_manifest
+
+    ckpt_sums = read_json(join(checkpoint, "checksums.json"))
+    return write_manifest(
+        run_dir,
+        "pretrain",
+        inputs={"instances": {"path": instances_dir, "outputs": output_hashes(instances_dir)}},
+        instances=instances_dir,
+        config=options,
+        seed=options.get("seed"),
+        checkpoint=checkpoint,
+        summary=summary,
+        outputs={"checkpoint": checkpoint, "files": ckpt_sums.get("files", {})},
+        flow_run_id=flow_run_id(),
+    )
+
+
+def training_artifact(run_dir: str, manifest: dict) -> None:
+    s = manifest["summary"]
+    first, last, ev = s.get("first_train") or {}, s.get("last_train") or {}, s.get("last_eval") or {}
+    rows = [
+        {"item": "steps", "value": last.get("step")},
+        {"item": "train loss (first logged window)", "value": first.get("loss")},
+        {"item": "train loss (last logged window)", "value": last.get("loss")},
+        {"item": "train MLM accuracy (last window)", "value": last.get("mlm_acc")},
+        {"item": "train SOP accuracy (last window)", "value": last.get("sop_acc")},
+        {"item": "eval MLM loss", "value": ev.get("masked_lm_loss")},
+        {"item": "eval MLM accuracy", "value": ev.get("masked_lm_accuracy")},
+        {"item": "eval SOP accuracy", "value": ev.get("sentence_order_accuracy")},
+        {"item": "tokens/s (last window)", "value": last.get("tokens_per_s")},
+        {"item": "final checkpoint", "value": manifest["checkpoint"]},
+        {"item": "loss curve PNG", "value": s.get("loss_curve_png")},
+    ]
+    create_table_artifact(table=rows, key="training-summary", description=f"pretraining run {run_dir}")
+
+
+@flow(name="pretrain", on_failure=[flow_failure_artifact])
+def pretrain(
+    instances_dir: str,
+    storage_root: str = DEFAULT_ROOT,
+    config: str = "tiny",
+    steps: int = 200,
+    batch_size: int = 32,
+    lr: float | None = None,
+    warmup_steps: int | None = None,
+    seed: int = 12345,
+    init_checkpoint: str | None = None,
+    save_every: int | None = 100,
+    log_every: int | None = 10,
+    eval_every: int | None = None,
+    device: str = "auto",
+    extra_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
+    nproc_per_node: int = 1,
+    nnodes: int = 1,
+    backend: str = "local",
+    deployment: str = "pretrain/gpu-vertex",
+    job_variables: dict[str, Any] = {},  # noqa: B006
+    run_dir: str | None = None,
+    timeout_minutes: float = 7 * 24 * 60,
+) -> dict:
+    """Pretrain (or reuse, or resume) a model on an instances folder.
+
+    config: a preset (tiny, base, large, xlarge, xxlarge) or a config JSON. init_checkpoint: start
+    from these weights (re-pretraining continues from production). backend: "local" runs the trainer
+    here (torchrun when nproc_per_node/nnodes > 1); "deployment" hands this flow to `deployment` on its
+    work pool with `job_variables` (e.g. {"image": ..., "machine_type": ..., "accelerator_type": ...,
+    "accelerator_count": 8}). Returns {"dir", "key", "reused", "checkpoint", "summary"}."""
+    log = logger()
+    options = {
+        "config": config,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "warmup_steps": warmup_steps,
+        "seed": seed,
+        "init_checkpoint": absolute(init_checkpoint) if init_checkpoint else None,
+        "save_every": save_every,
+        "log_every": log_every,
+        "eval_every": eval_every,
+        "device": device,
+    }
+    instances_dir = absolute(instances_dir)
+    if run_dir is None:
+        key_parts = {k: v for k, v in options.items() if k not in RUN_ONLY and k != "init_checkpoint"}
+        if config.endswith(".json"):
+            key_parts["config_sha256"] = _sha(config)
+        if init_checkpoint:
+            key_parts["init_weights_sha256"] = _sha(join(options["init_checkpoint"], "model.safetensors"))
+        key = stage_key(
+            "pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=extra_args
+        )
+        run_dir = join(absolute(storage_root), "runs", key)
+    else:
+        key = os.path.basename(run_dir.rstrip("/"))
+    if is_complete(run_dir):
+        log.info("run %s has finished before (manifest.json): reusing it", run_dir)
+        manifest = read_manifest(run_dir)
+        training_artifact(run_dir, manifest)
+        return stage_result(
+            "pretrain", run_dir, key, True, checkpoint=manifest["checkpoint"], summary=manifest["summary"]
+        )
+
+    if backend == "deployment":
+        return _hand_to_deployment(deployment, job_variables, locals_for_remote(locals()), run_dir, key)
+    if backend != "local":
+        raise ValueError(f"backend must be 'local' or 'deployment', not {backend!r}")
+
+    cmd = trainer_command(options, instances_dir, run_dir, extra_args, nproc_per_node, nnodes)
+    run_trainer.with_options(timeout_seconds=timeout_minutes * 60)(cmd, timeout_minutes * 60)
+    checkpoint = final_checkpoint(run_dir)
+    manifest = write_run_manifest(run_dir, instances_dir, options, checkpoint, training_summary(run_dir))
+    training_artifact(run_dir, manifest)
+    return stage_result("pretrain", run_dir, key, False, checkpoint=checkpoint, summary=manifest["summary"])
+
+
+def _sha(path: str) -> str:
+    from pipelines.manifest import file_sha256
+
+    return file_sha256(path)
+
+
+def locals_for_remote(params: dict) -> dict:
+    """The parameters a remote run of this flow gets: the same, run locally there, same folder."""
+    names = pretrain.parameters.properties.keys()
+    return {k: params[k] for k in names if k in params}
+
+
+def _hand_to_deployment(deployment: str, job_variables: dict, params: dict, run_dir: str, key: str) -> dict:
+    from prefect.deployments import run_deployment
+
+    log = logger()
+    params = {**params, "backend": "local", "run_dir": run_dir, "job_variables": {}}
+    log.info(
+        "handing pretraining to deployment %s (job variables %s), run folder %s",
+        deployment,
+        job_variables,
+        run_dir,
+    )
+    flow_run = run_deployment(name=deployment, parameters=params, job_variables=job_variables, timeout=None)
+    state = flow_run.state
+    if state is None or not state.is_completed():
+        raise RuntimeError(
+            f"pretraining on {deployment} ended {state.name if state else 'without a state'} "
+            f"(flow run {flow_run.id}); rerun to resume from its last checkpoint in {run_dir}"
+        )
+    manifest = read_manifest(run_dir)
+    create_markdown_artifact(
+        markdown=f"# Pretraining ran on `{deployment}`\n\nflow run `{flow_run.id}`, run folder `{run_dir}`",
+        key="pretrain-remote",
+        description="where pretraining ran",
+    )
+    training_artifact(run_dir, manifest)
+    return stage_result(
+        "pretrain",
+        run_dir,
+        key,
+        False,
+        checkpoint=manifest["checkpoint"],
+        summary=manifest["summary"],
+        flow_run_id=str(flow_run.id),
+    )
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(pretrain(instances_dir=sys.argv[1]))

@@ -1,0 +1,162 @@
+"""Flow `repretrain`: the whole chain, corpus -> vocab -> instances -> pretrain -> evaluate -> promote,
+each stage a subflow that reuses its folder when its inputs and options did not change.
+
+Continuing from production (the weekly schedule in infra/prefect.yaml): the candidate starts from the
+production model's weights and, necessarily, keeps its vocabulary (the registry version's spm.model):
+a new vocabulary would not match the embeddings. Without a production model (or with
+continue_from_production=False) a vocabulary is trained on the corpus and the model starts from scratch.
+
+    python -m flows.repretrain      # the bundled sample, tiny model, CPU: see also `albert demo`
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from flows.build_corpus import DEFAULT_SOURCES, build_corpus
+from flows.build_instances import build_instances
+from flows.common import absolute, flow_failure_artifact, join, logger
+from flows.finetune import downstream_accuracy, finetune_available
+from flows.pretrain import pretrain
+from flows.promote import promote
+from flows.registry import DEFAULT_MODEL, GateConfig, Registry
+from flows.train_vocab import train_vocab
+
+DEFAULT_ROOT = "out/factory"
+
+
+@flow(name="repretrain", on_failure=[flow_failure_artifact])
+def repretrain(
+    sources: list[str] = DEFAULT_SOURCES,
+    storage_root: str = DEFAULT_ROOT,
+    newest_only: bool = False,
+    corpus_runner: str = "DirectRunner",
+    beam_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
+    corpus_options: dict[str, Any] = {},  # noqa: B006
+    vocab_size: int = 8000,
+    max_seq_length: int = 128,
+    max_predictions: int = 20,
+    dupe_factor: int = 1,
+    config: str = "tiny",
+    steps: int = 200,
+    batch_size: int = 32,
+    lr: float | None = None,
+    warmup_steps: int | None = None,
+    seed: int = 12345,
+    continue_from_production: bool = True,
+    pretrain_backend: str = "local",
+    pretrain_deployment: str = "pretrain/gpu-vertex",
+    gpu_job: dict[str, Any] = {},  # noqa: B006
+    nproc_per_node: int = 1,
+    eval_instances: str | None = None,
+    model_name: str = DEFAULT_MODEL,
+    min_improvement: float = GateConfig.min_improvement,
+    max_regression: float = GateConfig.max_regression,
+    finetune_task: str | None = None,
+    finetune_args: list[str] = [],  # noqa: B006
+    max_eval_batches: int | None = None,
+) -> dict:
+    """Re-pretrain on the (newest) corpus and gate the candidate against production.
+
+    gpu_job: job variables of the GPU pool when pretrain_backend="deployment" (image, accelerator,
+    resources). eval_instances: a frozen eval set (instances folder); default: this run's eval split.
+    finetune_task: a downstream task (see `albert finetune --help`) for the fine-tuning lift and the
+    gate's downstream check. Returns every stage's result and the promotion decision."""
+    log = logger()
+    root = absolute(storage_root)
+    registry = join(root, "registry")
+    corpus = build_corpus(
+        sources=sources,
+        storage_root=root,
+        runner=corpus_runner,
+        beam_args=beam_args,
+        options=corpus_options,
+        newest_only=newest_only,
+    )
+
+    production = Registry(registry, model_name).production() if continue_from_production else None
+    if production:
+        # The production model's own vocabulary: its embeddings only fit those ids.
+        vocab = {
+            "stage": "vocab",
+            "dir": production["path"],
+            "reused": True,
+            "from_production": production["version"],
+        }
+        init_checkpoint = production["path"]
+        log.info(
+            "continuing from production %s (%s) with its vocabulary",
+            production["version"],
+            production["path"],
+        )
+    else:
+        vocab = train_vocab(corpus_dir=corpus["dir"], storage_root=root, vocab_size=vocab_size)
+        init_checkpoint = None
+
+    instances = build_instances(
+        corpus_dir=corpus["dir"],
+        vocab_dir=vocab["dir"],
+        storage_root=root,
+        max_seq_length=max_seq_length,
+        max_predictions=max_predictions,
+        dupe_factor=dupe_factor,
+        beam_args=beam_args if corpus_runner != "DirectRunner" else [],
+    )
+    run = pretrain(
+        instances_dir=instances["dir"],
+        storage_root=root,
+        config=config,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        warmup_steps=warmup_steps,
+        seed=seed,
+        init_checkpoint=init_checkpoint,
+        backend=pretrain_backend,
+        deployment=pretrain_deployment,
+        job_variables=gpu_job,
+        nproc_per_node=nproc_per_node,
+    )
+
+    downstream = None
+    if finetune_task and finetune_available():
+        downstream = downstream_accuracy(
+            candidate=run["checkpoint"],
+            production=production["path"] if production else None,
+            task=finetune_task,
+            storage_root=root,
+            extra_args=finetune_args,
+        )
+
+    decision = promote(
+        candidate=run["checkpoint"],
+        registry=registry,
+        model_name=model_name,
+        instances_dir=eval_instances or instances["dir"],
+        min_improvement=min_improvement,
+        max_regression=max_regression,
+        downstream=downstream,
+        lineage={
+            "corpus_dir": corpus["dir"],
+            "vocab_dir": vocab["dir"],
+            "instances_dir": instances["dir"],
+            "run_dir": run["dir"],
+            "parent_version": production["version"] if production else None,
+        },
+        max_batches=max_eval_batches,
+    )
+    return {
+        "corpus": corpus,
+        "vocab": vocab,
+        "instances": instances,
+        "pretrain": run,
+        "downstream": downstream,
+        "promotion": decision,
+        "registry": registry,
+    }
+
+
+if __name__ == "__main__":
+    print(repretrain())
