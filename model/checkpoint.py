@@ -1,0 +1,339 @@
+"""Training checkpoints: `runs/<id>/checkpoints/step-N/`, complete or absent, verified on load.
+
+A checkpoint folder holds
+
+    config.json, model.safetensors, spm.model   the model (model.convert.load_pretrained reads it as is)
+    optimizer.safetensors + optimizer.json     optimizer state tensors / hyper-parameters and the
+                                               parameter names they belong to (no pickle anywhere)
+    rng.safetensors                            torch CPU (and CUDA) generator state of every rank
+    trainer.json                               step, schedule, counters, training config, and per rank:
+                                               data position, Python and NumPy RNG state
+    checksums.json                             sha256 of every file above, written LAST
+
+It is written into a hidden temporary folder next to its final place and renamed when complete
+(an fsspec URL: files moved, then checksums.json written, so a folder without checksums.json is
+never complete). `latest` returns the newest folder whose checksums verify; a corrupt or partial one
+is reported and skipped. The last `keep` checkpoints are kept.
+
+Model and optimizer state are gathered as full (unsharded) state dicts with
+torch.distributed.checkpoint.state_dict, which works for a plain module, DDP's module and FSDP2
+(fully_shard) alike; only rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from model.convert import CONFIG_NAME, SPM_NAME, WEIGHTS_NAME, tied_aliases
+from pipelines.errors import UserError
+
+log = logging.getLogger(__name__)
+
+CHECKSUMS = "checksums.json"
+TRAINER = "trainer.json"
+OPTIMIZER_TENSORS = "optimizer.safetensors"
+OPTIMIZER_JSON = "optimizer.json"
+RNG = "rng.safetensors"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+class CheckpointError(UserError):
+    """A checkpoint that is missing, incomplete or fails its checksums."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Storage: local paths or fsspec URLs
+
+
+def _fs(path: str):
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path)
+    return fs, root
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _write_bytes(fs, path: str, data: bytes) -> None:
+    with fs.open(path, "wb") as f:
+        f.write(data)
+
+
+def _sha256_file(fs, path: str) -> str:
+    h = hashlib.sha256()
+    with fs.open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------
+# State gathering
+
+
+def _full_state_options():
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Full state dict (collective under FSDP2; call on every rank), each tied tensor once."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    state = get_model_state_dict(model, options=_full_state_options())
+    aliases = tied_aliases(model)
+    return {k: v.detach().cpu().contiguous() for k, v in state.items() if k not in aliases}
+
+
+def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """(tensors, json) of the full optimizer state keyed by parameter names (collective under FSDP2)."""
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    osd = get_optimizer_state_dict(model, optimizer, options=_full_state_options())
+    tensors, scalars = {}, {}
+    for name, slots in osd["state"].items():
+        for slot, value in slots.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{name}::{slot}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(name, {})[slot] = value
+    groups = []
+    for g in osd["param_groups"]:
+        groups.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()})
+    return tensors, {"param_groups": groups, "scalars": scalars, "class": type(optimizer).__name__}
+
+
+def load_optimizer_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer, tensors: dict, meta: dict
+) -> None:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    if meta.get("class") != type(optimizer).__name__:
+        raise CheckpointError(
+            f"checkpoint optimizer is {meta.get('class')}, this run uses {type(optimizer).__name__}"
+        )
+    state: dict[str, dict] = {}
+    for key, value in tensors.items():
+        name, slot = key.rsplit("::", 1)
+        state.setdefault(name, {})[slot] = value
+    for name, slots in meta.get("scalars", {}).items():
+        state.setdefault(name, {}).update(slots)
+    groups = []
+    for g in meta["param_groups"]:
+        groups.append({k: (tuple(v) if k == "betas" else v) for k, v in g.items()})
+    set_optimizer_state_dict(
+        model,
+        optimizer,
+        {"state": state, "param_groups": groups},
+        options=StateDictOptions(full_state_dict=True),
+    )
+
+
+def load_model_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Load a full state dict (tied tensors once) into a plain or FSDP2 model, strictly."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    state = dict(state)
+    for alias, canonical in tied_aliases(model).items():
+        if canonical in state:
+            state[alias] = state[canonical]
+    set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, strict=True))
+
+
+def rng_state() -> dict:
+    """This process's RNG states: (json part, tensor part)."""
+    py = __import__("random").getstate()
+    np_state = np.random.get_state()
+    tensors = {"torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        tensors["torch_cuda"] = torch.cuda.get_rng_state()
+    return {
+        "json": {
+            "python": [py[0], list(py[1]), py[2]],
+            "numpy": [
+                np_state[0],
+                np_state[1].tolist(),
+                int(np_state[2]),
+                int(np_state[3]),
+                float(np_state[4]),
+            ],
+        },
+        "tensors": tensors,
+    }
+
+
+def set_rng_state(state_json: dict, tensors: dict[str, torch.Tensor]) -> None:
+    import random
+
+    py = state_json["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state_json["numpy"]
+    np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+    torch.set_rng_state(tensors["torch_cpu"])
+    if "torch_cuda" in tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state(tensors["torch_cuda"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Save / find / load
+
+
+def checkpoints_dir(run_dir: str) -> str:
+    return run_dir.rstrip("/") + "/checkpoints"
+
+
+def step_dir(run_dir: str, step: int) -> str:
+    return f"{checkpoints_dir(run_dir)}/step-{step}"
+
+
+def save(
+    run_dir: str,
+    step: int,
+    *,
+    config_json: dict,
+    model_tensors: dict[str, torch.Tensor],
+    optimizer_tensors: dict[str, torch.Tensor],
+    optimizer_json: dict,
+    trainer_json: dict,
+    rng_tensors: dict[str, torch.Tensor],
+    spm_model: str | None = None,
+    keep: int = 3,
+) -> str:
+    """Write step-N atomically (rank 0 only) and prune to the last `keep`. Returns the folder."""
+    from safetensors.torch import save as st_save
+
+    bad = [k for k, v in model_tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointError(f"refusing to write a checkpoint with non-finite weights: {', '.join(bad[:5])}")
+    fs, root = _fs(checkpoints_dir(run_dir))
+    fs.makedirs(root, exist_ok=True)
+    final = f"{root}/step-{step}"
+    tmp = f"{root}/.step-{step}.tmp-{uuid.uuid4().hex[:8]}"
+    fs.makedirs(tmp, exist_ok=True)
+    files: dict[str, bytes] = {
+        CONFIG_NAME: (json.dumps(config_json, indent=2, sort_keys=True) + "\n").encode(),
+        WEIGHTS_NAME: st_save(model_tensors, metadata={"format": "pt"}),
+        OPTIMIZER_TENSORS: st_save(optimizer_tensors),
+        OPTIMIZER_JSON: (json.dumps(optimizer_json, indent=1) + "\n").encode(),
+        RNG: st_save(rng_tensors),
+        TRAINER: (json.dumps(trainer_json, indent=1) + "\n").encode(),
+    }
+    if spm_model:
+        with _fs(spm_model)[0].open(_fs(spm_model)[1], "rb") as f:
+            files[SPM_NAME] = f.read()
+    checksums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    for name, data in files.items():
+        _write_bytes(fs, f"{tmp}/{name}", data)
+    summary = (json.dumps({"step": step, "files": checksums}, indent=1) + "\n").encode()
+    if _is_local(run_dir):
+        _write_bytes(fs, f"{tmp}/{CHECKSUMS}", summary)
+        if os.path.exists(final):  # a leftover of an earlier attempt at the same step
+            shutil.rmtree(final)
+        os.replace(tmp, final)  # atomic: the folder appears complete or not at all
+    else:
+        if fs.exists(final):
+            fs.rm(final, recursive=True)
+        for name in files:
+            fs.mv(f"{tmp}/{name}", f"{final}/{name}")
+        _write_bytes(fs, f"{final}/{CHECKSUMS}", summary)  # last: marks the folder complete
+        fs.rm(tmp, recursive=True)
+    prune(run_dir, keep)
+    return final if _is_local(run_dir) else step_dir(run_dir, step)
+
+
+def list_steps(run_dir: str) -> list[int]:
+    """Steps of the checkpoint folders that look complete (have checksums.json), ascending."""
+    fs, root = _fs(checkpoints_dir(run_dir))
+    if not fs.exists(root):
+        return []
+    steps = []
+    for p in fs.ls(root, detail=False):
+        m = _STEP_DIR.match(p.rstrip("/").rsplit("/", 1)[-1])
+        if m and fs.exists(f"{p.rstrip('/')}/{CHECKSUMS}"):
+            steps.append(int(m.group(1)))
+    return sorted(steps)
+
+
+def prune(run_dir: str, keep: int) -> None:
+    """Keep the newest `keep` complete checkpoints; remove older ones and stale temporary folders."""
+    fs, root = _fs(checkpoints_dir(run_dir))
+    steps = list_steps(run_dir)
+    for s in steps[: max(0, len(steps) - keep)]:
+        fs.rm(f"{root}/step-{s}", recursive=True)
+    for p in fs.ls(root, detail=False):
+        name = p.rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith(".step-") and ".tmp-" in name:
+            fs.rm(p, recursive=True)
+
+
+def verify(path: str) -> dict:
+    """Check every file against checksums.json. Returns the checksums; CheckpointError otherwise."""
+    fs, root = _fs(path)
+    try:
+        with fs.open(f"{root}/{CHECKSUMS}", "rb") as f:
+            info = json.loads(f.read())
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is not a complete checkpoint: {CHECKSUMS} is missing") from None
+    for name, digest in info["files"].items():
+        if not fs.exists(f"{root}/{name}"):
+            raise CheckpointError(f"{path}: {name} is missing")
+        if _sha256_file(fs, f"{root}/{name}") != digest:
+            raise CheckpointError(f"{path}: {name} does not match its sha256 in {CHECKSUMS}")
+    return info
+
+
+def latest(run_dir: str) -> str | None:
+    """The newest checkpoint of a run that verifies, or None. Corrupt ones are logged and skipped."""
+    for s in reversed(list_steps(run_dir)):
+        path = step_dir(run_dir, s)
+        try:
+            verify(path)
+            return path
+        except CheckpointError as err:
+            log.warning("skipping checkpoint: %s", err)
+    return None
+
+
+@dataclass
+class Loaded:
+    path: str
+    trainer: dict
+    model_tensors: dict[str, torch.Tensor]
+    optimizer_tensors: dict[str, torch.Tensor]
+    optimizer_json: dict
+    rng_tensors: dict[str, torch.Tensor]
+
+
+def load(path: str) -> Loaded:
+    """Read (after verifying) everything a resumed run needs from a checkpoint folder."""
+    from safetensors.torch import load as st_load
+
+    verify(path)
+    fs, root = _fs(path)
+
+    def read(name: str) -> bytes:
+        with fs.open(f"{root}/{name}", "rb") as f:
+            return f.read()
+
+    return Loaded(
+        path=path,
+        trainer=json.loads(read(TRAINER)),
+        model_tensors=st_load(read(WEIGHTS_NAME)),
+        optimizer_tensors=st_load(read(OPTIMIZER_TENSORS)),
+        optimizer_json=json.loads(read(OPTIMIZER_JSON)),
+        rng_tensors=st_load(read(RNG)),
+    )

@@ -1,0 +1,137 @@
+"""Process groups and model wrapping for data parallelism: DDP (default) or FSDP2 (`fully_shard`).
+
+Launch with torchrun; a plain `python` / `albert pretrain` run is a world of one and wraps nothing:
+
+    torchrun --nproc_per_node 8 -m flows.cli pretrain ... [--parallel fsdp]
+    python -m torch.distributed.run --nproc_per_node 2 -m flows.cli pretrain ...   (CPU: gloo)
+
+The model stays single-device code (model/albert.py); wrapping happens here, from outside.
+
+- DDP: gradients all-reduced (averaged) in backward; with gradient accumulation the first micro-batches
+  run under `no_sync()`.
+- FSDP2: `fully_shard` on the whole model (one unit: parameters, gradients and optimizer state sharded
+  across ranks, all-gathered for forward/backward). ALBERT's layers share one group of parameters that
+  runs L times per forward, so per-layer units (the usual FSDP recipe) do not apply; the embedding
+  table and the shared group are small next to the optimizer state it shards (xxlarge: 223M parameters,
+  2.7 GB of fp32 weights + Adam/LAMB moments, split N ways).
+The trainer normalises the loss by the GLOBAL number of predictions and sequences of the step, so the
+averaged gradient equals that of one big batch whatever the number of ranks or micro-batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from pipelines.errors import UserError
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init(device_type: str) -> Dist:
+    """Join the process group torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or
+    return a world of one. NCCL on CUDA, gloo otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist()
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if not dist.is_initialized():
+        backend = "nccl" if device_type == "cuda" else "gloo"
+        if device_type == "cuda":
+            torch.cuda.set_device(local)
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30))
+    return Dist(rank, world, local)
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(d: Dist) -> None:
+    if d.enabled:
+        dist.barrier()
+
+
+def all_reduce_sum(t: torch.Tensor, d: Dist) -> torch.Tensor:
+    if d.enabled:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def all_gather_objects(obj, d: Dist) -> list:
+    if not d.enabled:
+        return [obj]
+    out = [None] * d.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(obj, d: Dist):
+    if not d.enabled:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Module:
+    """The module to run forward/backward through: the model itself (world of one), DDP, or the model
+    after fully_shard (FSDP2 shards it in place)."""
+    if not d.enabled:
+        return model
+    if mode == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ids = [device.index] if device.type == "cuda" else None
+        return DDP(model, device_ids=ids)
+    if mode == "fsdp":
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError as err:  # pragma: no cover - torch < 2.6
+            raise UserError(f"FSDP2 needs torch.distributed.fsdp.fully_shard (torch >= 2.6): {err}") from err
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(device.type, (d.world_size,))
+        fully_shard(model, mesh=mesh)
+        return model
+    raise UserError(f"unknown --parallel {mode!r}; expected ddp or fsdp")
+
+
+def no_sync(wrapped: nn.Module, active: bool):
+    """Skip DDP's gradient all-reduce for all but the last micro-batch (FSDP2: skip the reduce-scatter)."""
+    if not active:
+        return contextlib.nullcontext()
+    if hasattr(wrapped, "no_sync"):
+        return wrapped.no_sync()
+    if hasattr(wrapped, "set_requires_gradient_sync"):  # FSDP2
+
+        @contextlib.contextmanager
+        def _fsdp():
+            wrapped.set_requires_gradient_sync(False)
+            try:
+                yield
+            finally:
+                wrapped.set_requires_gradient_sync(True)
+
+        return _fsdp()
+    return contextlib.nullcontext()

@@ -1,0 +1,271 @@
+"""Held-out MLM and SOP metrics of a checkpoint, next to trivial baselines on the same data.
+
+    albert evaluate --checkpoint DIR --instances DIR [--out FILE.json] [--max-batches N]
+
+Metrics on the eval split (the instance stage holds out whole documents by id hash):
+- masked_lm_accuracy / masked_lm_loss: over real predictions (masked_lm_weights = 1), the model's
+  argmax against the original token; loss = mean cross-entropy (REFERENCE.md §3).
+- sentence_order_accuracy / sentence_order_loss.
+
+Baselines, measured on exactly the same eval predictions:
+- MLM most-frequent token: always predict the token that is most frequent among the TRAIN split's
+  masked-token labels (learnable from training data; no peeking at the eval labels). The eval split's
+  own most frequent label (an oracle constant) is reported beside it. The unigram loss baseline is the
+  cross-entropy of the train label distribution (add-one smoothed) on the eval labels.
+- SOP: chance (50%), and always predicting the train split's majority label.
+
+Accuracies carry 95% Wilson score intervals. They treat predictions as independent trials; masked
+tokens of one sequence are correlated, so the MLM interval is somewhat optimistic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from pipelines.errors import UserError
+
+Z95 = 1.959963984540054
+
+
+def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion (0, 0 for n = 0)."""
+    if n <= 0:
+        return 0.0, 0.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _acc(correct: float, n: float) -> dict:
+    lo, hi = wilson(correct, n)
+    return {
+        "accuracy": correct / n if n else 0.0,
+        "ci95": [lo, hi],
+        "n": int(n),
+        "correct": int(round(correct)),
+    }
+
+
+@torch.no_grad()
+def eval_sums(
+    model: torch.nn.Module,
+    batches,
+    device: torch.device,
+    autocast=contextlib.nullcontext,
+    max_batches: int | None = None,
+    label_hook=None,
+) -> dict[str, float]:
+    """Sums over batches: mlm loss*weight, mlm weight, correct; sop loss*count, count, correct.
+
+    `label_hook(batch)` is called with every CPU batch (baselines count labels there)."""
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(6, dtype=torch.float64)
+    for i, item in enumerate(batches):
+        if max_batches is not None and i >= max_batches:
+            break
+        batch = item[0] if isinstance(item, tuple) else item
+        if label_hook is not None:
+            label_hook(batch)
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        with autocast():
+            out = model(**batch)
+        sums += torch.stack(
+            [
+                (out.mlm_loss * out.mlm_weight).double().cpu(),
+                out.mlm_weight.double().cpu(),
+                out.mlm_correct.double().cpu(),
+                (out.sop_loss * out.sop_count).double().cpu(),
+                out.sop_count.double().cpu(),
+                out.sop_correct.double().cpu(),
+            ]
+        )
+    model.train(was_training)
+    keys = ("mlm_loss_sum", "mlm_weight", "mlm_correct", "sop_loss_sum", "sop_count", "sop_correct")
+    return dict(zip(keys, sums.tolist()))
+
+
+def summarize(s: dict[str, float]) -> dict[str, float]:
+    """Means from eval_sums: the four reported metrics."""
+    return {
+        "masked_lm_loss": s["mlm_loss_sum"] / max(s["mlm_weight"], 1e-9),
+        "masked_lm_accuracy": s["mlm_correct"] / max(s["mlm_weight"], 1e-9),
+        "sentence_order_loss": s["sop_loss_sum"] / max(s["sop_count"], 1e-9),
+        "sentence_order_accuracy": s["sop_correct"] / max(s["sop_count"], 1e-9),
+    }
+
+
+def label_counts(data, vocab_size: int, max_records: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(count of every token id among real MLM labels, count of each SOP label) over a split."""
+    from model.data import InstanceStream
+
+    names = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+    stream = InstanceStream(data, 1024, shuffle_window=0, epochs=1, names=names)
+    tokens = np.zeros(vocab_size, dtype=np.int64)
+    sop = np.zeros(2, dtype=np.int64)
+    seen = 0
+    for batch, _ in stream.batches():
+        ids = batch["masked_lm_ids"].numpy()
+        real = batch["masked_lm_weights"].numpy() > 0
+        tokens += np.bincount(ids[real], minlength=vocab_size)[:vocab_size]
+        sop += np.bincount(batch["sentence_order_label"].numpy(), minlength=2)[:2]
+        seen += len(ids)
+        if max_records is not None and seen >= max_records:
+            break
+    return tokens, sop
+
+
+def evaluate_checkpoint(
+    checkpoint: str,
+    instances: str,
+    batch_size: int = 64,
+    max_batches: int | None = None,
+    device: str = "auto",
+    baseline_records: int | None = None,
+    log=print,
+) -> dict:
+    """Everything `albert evaluate` reports, as a dict (see the module docstring)."""
+    from model.convert import load_pretrained
+    from model.data import InstanceStream, find_instances
+
+    dev = torch.device(
+        "cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device
+    )
+    model = load_pretrained(checkpoint, "AlbertForPreTraining").to(dev)
+    V = model.config.vocab_size
+    eval_data = find_instances(instances, "eval")
+    train_data = find_instances(instances, "train")
+    if eval_data.max_seq_length > model.config.max_position_embeddings:
+        raise UserError(
+            f"instances have length {eval_data.max_seq_length}, the model covers {model.config.max_position_embeddings}"
+        )
+    started = time.time()
+    log(f"baseline label counts from the train split ({train_data.num_records or '?'} instances)")
+    train_tokens, train_sop = label_counts(train_data, V, baseline_records)
+    eval_tokens = np.zeros(V, dtype=np.int64)
+    eval_sop = np.zeros(2, dtype=np.int64)
+
+    def hook(batch):
+        ids = batch["masked_lm_ids"].numpy()
+        real = batch["masked_lm_weights"].numpy() > 0
+        if ids[real].size and ids[real].max() >= V:
+            raise UserError(
+                f"label id {int(ids[real].max())} >= the model's vocab_size {V}: wrong vocabulary"
+            )
+        eval_tokens[:] += np.bincount(ids[real], minlength=V)[:V]
+        eval_sop[:] += np.bincount(batch["sentence_order_label"].numpy(), minlength=2)[:2]
+
+    stream = InstanceStream(eval_data, batch_size, shuffle_window=0, epochs=1)
+    autocast = (
+        (lambda: torch.autocast("cuda", dtype=torch.bfloat16))
+        if dev.type == "cuda"
+        else contextlib.nullcontext
+    )
+    log(f"evaluating {checkpoint} on {eval_data.num_records or '?'} eval instances")
+    s = eval_sums(model, stream.batches(), dev, autocast, max_batches, hook)
+    m = summarize(s)
+    n_mlm, n_sop = s["mlm_weight"], s["sop_count"]
+    top_train = int(train_tokens.argmax())
+    top_eval = int(eval_tokens.argmax())
+    unigram = (train_tokens + 1) / (train_tokens.sum() + V)
+    unigram_loss = float(-(eval_tokens * np.log(unigram)).sum() / max(eval_tokens.sum(), 1))
+    majority = int(train_sop.argmax())
+    spm_path = os.path.join(checkpoint, "spm.model")
+    piece = None
+    if os.path.isfile(spm_path):
+        import sentencepiece as spm
+
+        piece = spm.SentencePieceProcessor(model_file=spm_path).id_to_piece(top_train)
+    return {
+        "checkpoint": checkpoint,
+        "instances": instances,
+        "split": "eval",
+        "seconds": round(time.time() - started, 1),
+        "masked_lm": {**_acc(s["mlm_correct"], n_mlm), "loss": m["masked_lm_loss"]},
+        "sentence_order": {**_acc(s["sop_correct"], n_sop), "loss": m["sentence_order_loss"]},
+        "baselines": {
+            "masked_lm_most_frequent_train_token": {
+                **_acc(float(eval_tokens[top_train]), n_mlm),
+                "token_id": top_train,
+                "piece": piece,
+                "source": "train split labels",
+            },
+            "masked_lm_most_frequent_eval_token_oracle": {
+                **_acc(float(eval_tokens[top_eval]), n_mlm),
+                "token_id": top_eval,
+                "source": "eval split labels (an oracle constant, for reference)",
+            },
+            "masked_lm_unigram_loss": unigram_loss,
+            "sentence_order_chance": {"accuracy": 0.5, "loss": math.log(2)},
+            "sentence_order_majority_train_label": {
+                **_acc(float(eval_sop[majority]), n_sop),
+                "label": majority,
+                "source": "train split labels",
+            },
+        },
+        "note": "95% Wilson intervals; MLM predictions of one sequence are not independent",
+    }
+
+
+def format_report(r: dict) -> str:
+    def pct(d):
+        lo, hi = d["ci95"]
+        return f"{d['accuracy']:.2%} [{lo:.2%}, {hi:.2%}]"
+
+    b = r["baselines"]
+    return "\n".join(
+        [
+            f"MLM accuracy {pct(r['masked_lm'])} (n={r['masked_lm']['n']:,}), loss {r['masked_lm']['loss']:.3f}",
+            f"  baseline most frequent train token {b['masked_lm_most_frequent_train_token']['piece']!r}: "
+            f"{pct(b['masked_lm_most_frequent_train_token'])}; unigram loss {b['masked_lm_unigram_loss']:.3f}",
+            f"SOP accuracy {pct(r['sentence_order'])} (n={r['sentence_order']['n']:,}), loss {r['sentence_order']['loss']:.3f}",
+            f"  baselines: chance 50.00%, majority train label: {pct(b['sentence_order_majority_train_label'])}",
+        ]
+    )
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json + model.safetensors)")
+    p.add_argument(
+        "--instances", required=True, help="instance folder with eval-*.tfrecord and train-*.tfrecord"
+    )
+    p.add_argument("--out", default=None, help="JSON report (default: <checkpoint>/eval.json)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-batches", type=int, default=None, help="evaluate only this many batches")
+    p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
+    p.add_argument(
+        "--baseline-records",
+        type=int,
+        default=None,
+        help="train instances read for the baselines (default all)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    report = evaluate_checkpoint(
+        args.checkpoint,
+        args.instances,
+        batch_size=args.batch_size,
+        max_batches=args.max_batches,
+        device=args.device,
+        baseline_records=args.baseline_records,
+        log=lambda msg: print(msg, file=sys.stderr),
+    )
+    out = args.out or os.path.join(args.checkpoint, "eval.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    print(format_report(report))
+    print(f"wrote {out}")
+    return 0

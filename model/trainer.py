@@ -1,0 +1,644 @@
+"""ALBERT pretraining: one readable training step, wrapped by data, checkpoints and logging.
+
+    albert pretrain --instances DIR --config tiny --out runs/ID [--steps N --batch-size B --lr LR ...]
+
+Run it again with the same command and it resumes from the newest valid checkpoint in runs/ID
+(model, optimizer, schedule, RNG states and data position), ending with exactly the parameters of an
+uninterrupted run.
+
+The step (`Trainer.train_step`), for a global batch of B sequences = world x accumulation micro-batches:
+
+    lr = schedule(step)                                   warmup, then linear decay to 0 from step 0
+    W, N = all-reduced number of real MLM predictions and of sequences in the global batch
+    for each micro-batch (no gradient sync but on the last):
+        loss = world * (sum_w(CE_mlm) / W + sum(CE_sop) / N)  ->  backward
+    (so the averaged gradient is exactly that of one batch of B, whatever the split)
+    norm = clip_grad_norm_(1.0);  non-finite loss or norm -> skip the update (counted; 5 in a row stop)
+    optimizer.step()
+
+Outputs in runs/ID: checkpoints/step-N/ (model.checkpoint), metrics.jsonl, TensorBoard events under
+tb/, curves.png at the end, train_config.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from model import checkpoint as ckpt
+from model import distributed as distx
+from model.albert import AlbertForPreTraining
+from model.config import AlbertConfig
+from model.optim import Schedule, build_optimizer
+from pipelines.errors import UserError
+
+
+class TrainingDiverged(UserError):
+    """The loss or the gradient stayed non-finite for `max_bad_steps` steps in a row."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a pretraining run. Fields marked (run) may change between a run and
+    its resumption; all others must stay the same."""
+
+    instances: str
+    """Instance folder (train-*.tfrecord + manifest.json) or a glob of foreign TFRecords."""
+    out: str
+    """Run folder: checkpoints/, metrics.jsonl, tb/, curves.png."""
+    model: str = "tiny"
+    """Preset name (tiny, base, large, xlarge, xxlarge) or a config JSON file."""
+    vocab: str | None = None
+    """spm.model (or its folder); default: the vocabulary named in the instances' manifest. The model's
+    vocab_size is set to its size."""
+    model_overrides: dict = field(default_factory=dict)
+    """AlbertConfig fields to override (e.g. {"hidden_dropout_prob": 0.1})."""
+    steps: int = 1000
+    batch_size: int = 64
+    """Global batch: sequences per optimizer step, over all ranks and accumulation micro-batches."""
+    micro_batch_size: int | None = None
+    """Sequences per rank per forward pass; default batch_size / world (no accumulation)."""
+    optimizer: str = "lamb"
+    lr: float = 1.76e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    seed: int = 12345
+    shuffle_window: int = 10_000
+    device: str = "auto"
+    """(run) auto = cuda if available else cpu; cpu, cuda, cuda:N, tpu (model/tpu.py, torch_xla)."""
+    precision: str = "auto"
+    """auto = bf16 autocast on cuda, fp32 elsewhere; bf16; fp32."""
+    compile: bool = False
+    """(run) torch.compile the model."""
+    parallel: str = "ddp"
+    """(run) with several ranks: ddp or fsdp (FSDP2 fully_shard)."""
+    num_workers: int = 1
+    """(run) loader worker processes per rank (0 = load in the training process)."""
+    save_every: int = 500
+    """(run)"""
+    keep_last: int = 3
+    """(run)"""
+    log_every: int = 10
+    """(run)"""
+    eval_every: int = 0
+    """(run) evaluate on the eval split every N steps (0 = only at the end)."""
+    eval_batches: int = 20
+    """(run)"""
+    max_bad_steps: int = 5
+    """Stop after this many consecutive steps with a non-finite loss or gradient norm."""
+    max_minutes: float | None = None
+    """(run) wall-clock budget: stop (with a checkpoint) when it is used up."""
+    inject_nan_steps: tuple[int, ...] = ()
+    """(run) testing: make the loss NaN at these steps."""
+    sleep_at_step: tuple[int, float] | None = None
+    """(run) testing: sleep this long after this step (to kill a run at a known point)."""
+
+    RUN_FIELDS = (
+        "device",
+        "compile",
+        "parallel",
+        "num_workers",
+        "save_every",
+        "keep_last",
+        "log_every",
+        "eval_every",
+        "eval_batches",
+        "max_minutes",
+        "inject_nan_steps",
+        "sleep_at_step",
+    )
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["inject_nan_steps"] = list(self.inject_nan_steps)
+        d["sleep_at_step"] = list(self.sleep_at_step) if self.sleep_at_step else None
+        return d
+
+    def check_same_run(self, saved: dict) -> None:
+        mine = self.to_dict()
+        diff = [k for k in mine if k not in self.RUN_FIELDS and k in saved and mine[k] != saved[k]]
+        if diff:
+            detail = ", ".join(f"{k}: {saved[k]!r} -> {mine[k]!r}" for k in diff)
+            raise UserError(
+                f"{self.out} holds a run with other settings ({detail}); use a new --out, or the same options"
+            )
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "tpu":
+        from model.tpu import xla_device
+
+        return xla_device()
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is available")
+    return torch.device(name)
+
+
+def build_model_config(cfg: TrainConfig, vocab_size: int | None) -> AlbertConfig:
+    if cfg.model.endswith(".json"):
+        config = AlbertConfig.from_json_file(cfg.model)
+    else:
+        config = AlbertConfig.from_preset(cfg.model)
+    changes = dict(cfg.model_overrides)
+    if vocab_size is not None:
+        changes["vocab_size"] = vocab_size
+    return config.replace(**changes) if changes else config
+
+
+def _vocab_path(cfg: TrainConfig, manifest_vocab: str | None) -> str | None:
+    path = cfg.vocab or manifest_vocab
+    if path is None:
+        return None
+    if not path.endswith(".model"):
+        path = path.rstrip("/") + "/spm.model"
+    if "://" not in path and not os.path.isfile(path):
+        raise UserError(f"vocabulary not found: {path} (pass --vocab DIR)")
+    return path
+
+
+class MetricsLog:
+    """metrics.jsonl + TensorBoard + a progress line (tqdm on a terminal). Main rank only."""
+
+    def __init__(self, run_dir: str, total_steps: int, start_step: int, enabled: bool):
+        self.enabled = enabled
+        self.path = os.path.join(run_dir, "metrics.jsonl")
+        self.tb = None
+        self.bar = None
+        if not enabled:
+            return
+        os.makedirs(run_dir, exist_ok=True)
+        try:
+            if "tensorflow" not in sys.modules:
+                # TensorBoard's writer would import TensorFlow (4 s, ~1 GB) for its file API; its
+                # documented switch "tensorboard.compat.notf" selects the built-in stub instead.
+                sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(os.path.join(run_dir, "tb"), purge_step=start_step or None)
+        except ImportError:  # pragma: no cover - tensorboard is a dependency
+            self.tb = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
+
+    def write(self, record: dict, progress: str | None = None, advance: int = 0) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            prefix = record.get("kind", "train")
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and k not in ("step", "kind"):
+                    self.tb.add_scalar(f"{prefix}/{k}", v, record["step"])
+        if self.bar is not None:
+            self.bar.update(advance)
+            if progress:
+                self.bar.set_postfix_str(progress)
+        elif progress:
+            print(progress, file=sys.stderr, flush=True)
+
+    def message(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig):
+        from model.data import find_instances
+
+        self.cfg = cfg
+        if cfg.steps < 1 or cfg.batch_size < 1:
+            raise UserError("--steps and --batch-size must be >= 1")
+        self.device = resolve_device(cfg.device)
+        self.dist = distx.init(self.device.type)
+        if self.device.type == "cuda" and self.dist.enabled:
+            self.device = torch.device("cuda", self.dist.local_rank)
+        world = self.dist.world_size
+        micro = cfg.micro_batch_size or cfg.batch_size // world
+        if micro < 1 or cfg.batch_size % (micro * world):
+            raise UserError(
+                f"--batch-size {cfg.batch_size} must be a multiple of micro-batch {micro} x {world} ranks"
+            )
+        self.micro, self.accum = micro, cfg.batch_size // (micro * world)
+
+        self.train_data = find_instances(cfg.instances, "train")
+        self.spm_path = _vocab_path(cfg, self.train_data.vocab_model)
+        vocab_size = None
+        if self.spm_path:
+            from pipelines.tokenizer import Tokenizer
+
+            vocab_size = Tokenizer.load(self.spm_path).vocab_size
+        self.config = build_model_config(cfg, vocab_size)
+        if self.train_data.max_seq_length > self.config.max_position_embeddings:
+            raise UserError(
+                f"instances have length {self.train_data.max_seq_length} > max_position_embeddings "
+                f"{self.config.max_position_embeddings}"
+            )
+        try:
+            self.eval_data = find_instances(cfg.instances, "eval") if os.path.isdir(cfg.instances) else None
+        except UserError:
+            self.eval_data = None
+
+        torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+        self.model = AlbertForPreTraining(self.config).to(self.device)
+        self.wrapped = distx.wrap(self.model, self.dist, cfg.parallel, self.device)
+        self.forward = torch.compile(self.wrapped) if cfg.compile else self.wrapped
+        self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay)
+        self.schedule = Schedule(cfg.lr, cfg.warmup_steps, cfg.steps)
+        bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and self.device.type == "cuda")
+        if cfg.precision not in ("auto", "bf16", "fp32"):
+            raise UserError(f"unknown --precision {cfg.precision!r}")
+        dev_type = "cuda" if self.device.type == "cuda" else "cpu"
+        self.autocast = (
+            (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+        )
+        self.precision = "bf16" if bf16 else "fp32"
+
+        self.step = 0
+        self.counters = {"skipped_steps": 0, "tokens": 0, "sequences": 0, "train_seconds": 0.0}
+        self.position = None
+        self.resumed_from = None
+        torch.manual_seed(cfg.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
+        self._maybe_resume()
+
+    # -- resume / save -----------------------------------------------------------------------------
+
+    def _maybe_resume(self) -> None:
+        from model.data import Position
+
+        path = ckpt.latest(self.cfg.out)
+        if path is None:
+            if self.dist.is_main:
+                os.makedirs(self.cfg.out, exist_ok=True)
+                saved_cfg = os.path.join(self.cfg.out, "train_config.json")
+                if os.path.exists(saved_cfg):
+                    with open(saved_cfg) as f:
+                        self.cfg.check_same_run(json.load(f))
+                with open(saved_cfg, "w") as f:
+                    json.dump(self.cfg.to_dict(), f, indent=1)
+            return
+        loaded = ckpt.load(path)
+        state = loaded.trainer
+        self.cfg.check_same_run(state["train_config"])
+        if state["world_size"] != self.dist.world_size:
+            raise UserError(
+                f"{path} was written by {state['world_size']} ranks; resume with the same number "
+                f"(the data position is per rank)"
+            )
+        ckpt.load_model_state(self.model, loaded.model_tensors)
+        ckpt.load_optimizer_state(self.model, self.optimizer, loaded.optimizer_tensors, loaded.optimizer_json)
+        mine = state["ranks"][self.dist.rank]
+        ckpt.set_rng_state(
+            mine["rng"],
+            {k.split("@")[0]: v for k, v in loaded.rng_tensors.items() if k.endswith(f"@{self.dist.rank}")},
+        )
+        self.position = Position.from_dict(mine["data"])
+        self.step = state["step"]
+        self.counters.update(state["counters"])
+        self.resumed_from = path
+        metrics = os.path.join(self.cfg.out, "metrics.jsonl")
+        if self.dist.is_main and os.path.exists(metrics):  # drop what the interrupted run logged later
+            with open(metrics, encoding="utf-8") as f:
+                rows = [line for line in f if line.strip() and json.loads(line).get("step", 0) <= self.step]
+            with open(metrics, "w", encoding="utf-8") as f:
+                f.writelines(rows)
+
+    def save(self) -> str:
+        """Gather everything (collective), write step-N on rank 0, wait for it."""
+        model_tensors = ckpt.model_state(self.model)
+        opt_tensors, opt_json = ckpt.optimizer_state(self.model, self.optimizer)
+        rng = ckpt.rng_state()
+        mine = {"rank": self.dist.rank, "data": self.position.to_dict(), "rng": rng["json"]}
+        ranks = distx.all_gather_objects(mine, self.dist)
+        rng_tensors = distx.all_gather_objects(rng["tensors"], self.dist)
+        path = None
+        if self.dist.is_main:
+            config_json = self.config.to_hf_dict()
+            config_json["architectures"] = ["AlbertForPreTraining"]
+            path = ckpt.save(
+                self.cfg.out,
+                self.step,
+                config_json=config_json,
+                model_tensors=model_tensors,
+                optimizer_tensors=opt_tensors,
+                optimizer_json=opt_json,
+                trainer_json={
+                    "step": self.step,
+                    "world_size": self.dist.world_size,
+                    "schedule": self.schedule.state_dict(),
+                    "counters": self.counters,
+                    "train_config": self.cfg.to_dict(),
+                    "ranks": ranks,
+                },
+                rng_tensors={f"{k}@{r}": v for r, t in enumerate(rng_tensors) for k, v in t.items()},
+                spm_model=self.spm_path,
+                keep=self.cfg.keep_last,
+            )
+        distx.barrier(self.dist)
+        return path or ckpt.step_dir(self.cfg.out, self.step)
+
+    # -- data --------------------------------------------------------------------------------------
+
+    def _batches(self):
+        from model.data import InstanceStream, make_loader
+
+        stream = InstanceStream(
+            self.train_data,
+            self.micro,
+            seed=self.cfg.seed,
+            shuffle_window=self.cfg.shuffle_window,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            start=self.position,
+        )
+        if self.device.type == "xla":
+            from model.tpu import device_loader
+
+            return device_loader(make_loader(stream, self.cfg.num_workers), self.device)
+        return iter(make_loader(stream, self.cfg.num_workers, pin_memory=self.device.type == "cuda"))
+
+    def _eval_batches(self):
+        """The first eval_batches batches of the eval split, in order. The stream repeats (epochs=None),
+        so every rank runs the same number of forward passes (FSDP2's all-gathers are collective)."""
+        from model.data import InstanceStream
+
+        stream = InstanceStream(
+            self.eval_data, self.micro, shuffle_window=0, rank=self.dist.rank, world_size=self.dist.world_size
+        )
+        return stream.batches()
+
+    # -- the step ----------------------------------------------------------------------------------
+
+    def train_step(self, micro_batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+        """One optimizer step over the global batch (this rank's micro-batches). Returns its metrics."""
+        cfg, world = self.cfg, self.dist.world_size
+        lr = self.schedule.apply(self.optimizer, self.step)
+        batches = [{k: v.to(self.device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
+        # Global normalisers: real predictions W and sequences N over all ranks and micro-batches.
+        counts = torch.tensor(
+            [
+                float(sum(b["masked_lm_weights"].sum().item() for b in micro_batches)),
+                float(sum(len(b["input_ids"]) for b in micro_batches)),
+                float(sum(b["attention_mask"].sum().item() for b in micro_batches)),
+            ],
+            dtype=torch.float64,
+        )
+        distx.all_reduce_sum(counts, self.dist)
+        W, N, tokens = counts.tolist()
+        sums = torch.zeros(6, dtype=torch.float64)
+        for k, b in enumerate(batches):
+            with distx.no_sync(self.wrapped, k < len(batches) - 1), self.autocast():
+                out = self.forward(**b)
+                mlm_sum = out.mlm_loss * out.mlm_weight  # sum of weighted CE of this micro-batch
+                sop_sum = out.sop_loss * out.sop_count
+                loss = world * (mlm_sum / max(W, 1.0) + sop_sum / N)
+                if self.step in cfg.inject_nan_steps:
+                    loss = loss * float("nan")
+            loss.backward()
+            sums += torch.stack(
+                [
+                    mlm_sum.detach().double().cpu(),
+                    out.mlm_correct.double().cpu(),
+                    sop_sum.detach().double().cpu(),
+                    out.sop_correct.double().cpu(),
+                    torch.tensor(float(not torch.isfinite(loss.detach()).item()), dtype=torch.float64),
+                    torch.zeros((), dtype=torch.float64),
+                ]
+            )
+        distx.all_reduce_sum(sums, self.dist)
+        mlm_sum, mlm_correct, sop_sum, sop_correct, bad_loss, _ = sums.tolist()
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm if cfg.clip_norm > 0 else float("inf"))
+        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        finite = bad_loss == 0 and math.isfinite(norm)
+        if finite:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.device.type == "xla":
+            from model.tpu import mark_step
+
+            mark_step()
+        return {
+            "loss": (mlm_sum / max(W, 1.0) + sop_sum / N) if finite else float("nan"),
+            "mlm_loss": mlm_sum / max(W, 1.0),
+            "sop_loss": sop_sum / N,
+            "mlm_acc": mlm_correct / max(W, 1.0),
+            "sop_acc": sop_correct / N,
+            "lr": lr,
+            "grad_norm": norm,
+            "finite": finite,
+            "tokens": tokens,
+            "sequences": N,
+            "predictions": W,
+        }
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def evaluate(self) -> dict[str, float] | None:
+        from model.evaluate import eval_sums, summarize
+
+        if self.eval_data is None:
+            return None
+        # The unwrapped model: DDP's forward would sync buffers; FSDP2 shards the model in place.
+        s = eval_sums(self.model, self._eval_batches(), self.device, self.autocast, self.cfg.eval_batches)
+        t = torch.tensor([s[k] for k in sorted(s)], dtype=torch.float64)
+        distx.all_reduce_sum(t, self.dist)
+        return summarize(dict(zip(sorted(s), t.tolist())))
+
+    def fit(self) -> dict:
+        cfg = self.cfg
+        log = MetricsLog(cfg.out, cfg.steps, self.step, self.dist.is_main)
+        if self.resumed_from:
+            log.message(f"resumed from {self.resumed_from} (step {self.step})")
+        log.message(
+            f"model {self.model.num_parameters():,} parameters (vocab {self.config.vocab_size}), "
+            f"{self.dist.world_size} rank(s) x {self.accum} micro-batch(es) of {self.micro} = batch "
+            f"{cfg.batch_size}, L={self.train_data.max_seq_length}, {cfg.optimizer} lr {cfg.lr}, "
+            f"{self.device} {self.precision}{' compiled' if cfg.compile else ''}"
+        )
+        batches = self._batches()
+        started = time.time()
+        window = {"t": time.time(), "steps": 0, "tokens": 0.0, "sums": {}}
+        consecutive_bad, last_saved = 0, self.step if self.resumed_from else None
+        stop_reason = "done"
+        try:
+            while self.step < cfg.steps:
+                micro = []
+                for _ in range(self.accum):
+                    batch, self.position = next(batches)
+                    micro.append(batch)
+                m = self.train_step(micro)
+                self.step += 1
+                self.counters["tokens"] += int(m["tokens"])
+                self.counters["sequences"] += int(m["sequences"])
+                if not m["finite"]:
+                    consecutive_bad += 1
+                    self.counters["skipped_steps"] += 1
+                    log.message(
+                        f"step {self.step}: non-finite loss or gradient, update skipped ({consecutive_bad} in a row)"
+                    )
+                    if consecutive_bad >= cfg.max_bad_steps:
+                        good = ckpt.latest(cfg.out)
+                        raise TrainingDiverged(
+                            f"loss/gradient non-finite for {consecutive_bad} steps in a row (steps "
+                            f"{self.step - consecutive_bad + 1}-{self.step}); stopped without writing a checkpoint. "
+                            f"Last good checkpoint: {good or 'none'}. Lower --lr or check the data."
+                        )
+                else:
+                    consecutive_bad = 0
+                for k in ("loss", "mlm_loss", "sop_loss", "mlm_acc", "sop_acc", "grad_norm"):
+                    if m["finite"]:
+                        window["sums"][k] = window["sums"].get(k, 0.0) + m[k]
+                window["steps"] += 1
+                window["good"] = window.get("good", 0) + int(m["finite"])
+                window["tokens"] += m["tokens"]
+                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                    self._log_window(log, window, m["lr"], started)
+                    window = {"t": time.time(), "steps": 0, "tokens": 0.0, "sums": {}}
+                if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+                    self._log_eval(log)
+                if cfg.sleep_at_step and self.step == cfg.sleep_at_step[0]:
+                    time.sleep(cfg.sleep_at_step[1])
+                out_of_time = False
+                if cfg.max_minutes is not None and self.step % cfg.log_every == 0:  # rank 0's clock decides
+                    spent = self.counters["train_seconds"] + time.time() - started
+                    out_of_time = bool(distx.broadcast_object(spent > cfg.max_minutes * 60, self.dist))
+                if (self.step % cfg.save_every == 0 and self.step < cfg.steps) or out_of_time:
+                    self.counters["train_seconds"] += time.time() - started
+                    started = time.time()
+                    path = self.save()
+                    last_saved = self.step
+                    log.message(f"saved {path}")
+                if out_of_time:
+                    stop_reason = f"time budget of {cfg.max_minutes} min used up at step {self.step}"
+                    break
+            self.counters["train_seconds"] += time.time() - started
+            started = time.time()
+            final_eval = self._log_eval(log) if self.eval_data is not None else None
+            path = ckpt.step_dir(cfg.out, self.step)
+            if last_saved != self.step:
+                path = self.save()
+                log.message(f"saved {path}")
+            if self.dist.is_main:
+                plot_curves(cfg.out)
+            return {
+                "step": self.step,
+                "checkpoint": path,
+                "stop": stop_reason,
+                "eval": final_eval,
+                **self.counters,
+            }
+        finally:
+            log.close()
+
+    def _log_window(self, log: MetricsLog, window: dict, lr: float, started: float) -> None:
+        elapsed = time.time() - window["t"]
+        good = max(window.get("good", 0), 1)
+        rec = {"kind": "train", "step": self.step}
+        rec.update({k: v / good for k, v in window["sums"].items()})
+        rec.update(
+            lr=lr,
+            tokens_per_s=window["tokens"] / max(elapsed, 1e-9),
+            steps_per_s=window["steps"] / max(elapsed, 1e-9),
+            skipped_steps=self.counters["skipped_steps"],
+            elapsed_s=self.counters["train_seconds"] + time.time() - started,
+        )
+        eta = (self.cfg.steps - self.step) / max(rec["steps_per_s"], 1e-9)
+        progress = (
+            f"step {self.step}/{self.cfg.steps} loss {rec.get('loss', float('nan')):.4f} "
+            f"mlm_acc {rec.get('mlm_acc', 0):.3f} sop_acc {rec.get('sop_acc', 0):.3f} lr {lr:.3g} "
+            f"{rec['tokens_per_s']:,.0f} tok/s ETA {_hms(eta)}"
+        )
+        log.write(rec, progress, advance=window["steps"])
+
+    def _log_eval(self, log: MetricsLog) -> dict | None:
+        metrics = self.evaluate()
+        if metrics is None:
+            return None
+        log.write({"kind": "eval", "step": self.step, **metrics})
+        log.message(
+            f"eval step {self.step}: mlm_acc {metrics['masked_lm_accuracy']:.4f} "
+            f"sop_acc {metrics['sentence_order_accuracy']:.4f} loss "
+            f"{metrics['masked_lm_loss'] + metrics['sentence_order_loss']:.4f}"
+        )
+        return metrics
+
+
+def _hms(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def plot_curves(run_dir: str) -> str | None:
+    """curves.png from metrics.jsonl: loss (train, eval) and MLM/SOP accuracy against the step."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    train = [r for r in rows if r.get("kind") == "train" and "loss" in r]
+    evals = [r for r in rows if r.get("kind") == "eval"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    if train:
+        steps = [r["step"] for r in train]
+        ax1.plot(steps, [r["loss"] for r in train], label="train loss")
+        ax1.plot(steps, [r["mlm_loss"] for r in train], label="train MLM loss", alpha=0.6)
+        ax2.plot(steps, [r["mlm_acc"] for r in train], label="train MLM acc")
+        ax2.plot(steps, [r["sop_acc"] for r in train], label="train SOP acc", alpha=0.6)
+    if evals:
+        steps = [r["step"] for r in evals]
+        ax1.plot(
+            steps, [r["masked_lm_loss"] + r["sentence_order_loss"] for r in evals], "o-", label="eval loss"
+        )
+        ax2.plot(steps, [r["masked_lm_accuracy"] for r in evals], "o-", label="eval MLM acc")
+        ax2.plot(steps, [r["sentence_order_accuracy"] for r in evals], "o-", label="eval SOP acc")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("loss")
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("accuracy")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = os.path.join(run_dir, "curves.png")
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def train(cfg: TrainConfig) -> dict:
+    """Build, resume if possible, train, save. Returns a summary (step, final checkpoint, counters)."""
+    trainer = Trainer(cfg)
+    try:
+        summary = trainer.fit()
+        return summary if trainer.dist.is_main else None
+    finally:
+        distx.shutdown()
