@@ -25,8 +25,9 @@ NS = "corpus"
 
 
 def _removals_in_group(kv):
-    """(key, ids) -> (id, survivor) for every id but the smallest. Two passes over the iterable: the
-    group is never held in memory (Dataflow pages large groups)."""
+    """(key, ids) -> (id, survivor) for every id but the smallest (an id listed twice is emitted twice:
+    consumers only ask whether an id was removed). Two passes over the iterable: the group is never
+    held in memory (Dataflow pages large groups)."""
     _, ids = kv
     survivor = min(ids)
     for doc_id in ids:
@@ -39,10 +40,7 @@ class ExactDuplicates(beam.PTransform):
 
     def expand(self, hashes):
         return (
-            hashes
-            | "DistinctHashId" >> beam.Distinct()
-            | "GroupByText" >> beam.GroupByKey()
-            | "AllButSmallest" >> beam.FlatMap(_removals_in_group)
+            hashes | "GroupByText" >> beam.GroupByKey() | "AllButSmallest" >> beam.FlatMap(_removals_in_group)
         )
 
 
@@ -78,8 +76,7 @@ class NearDuplicates(beam.PTransform):
             | "Bands" >> beam.FlatMap(_band_entries, o.minhash_bands, o.minhash_rows)
             | "GroupByBand" >> beam.GroupByKey()
             | "VerifyPairs" >> beam.FlatMap(_bucket_pairs, o.near_dup_threshold, o.max_bucket_pairs)
-            | "DistinctEdges" >> beam.Distinct()
-        )
+        )  # an edge found in several bands repeats: harmless for components, cheaper than Distinct
         removed = edges | "Clusters" >> ConnectedComponents(o.cc_rounds)
         if o.min_survivor_similarity <= 0:
             return removed

@@ -19,7 +19,8 @@ import numpy as np
 from pipelines.corpus.options import CorpusOptions
 
 # --- character classes ------------------------------------------------------------------------------
-_CJK_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
+# CJK ideographs: unified (and extension A), compatibility, extensions B..H.
+_CJK_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
 _NON_WORD = re.compile(r"[\W_]+")
 _SPACE = re.compile(r"\s+")
 _TERMINAL = re.compile(r"[。！？!?….；;：:][\"'”’」』）)》]*$")
@@ -32,10 +33,14 @@ def count_chars(lines: list[str]) -> int:
 
 def cjk_ratio(text: str) -> float:
     """CJK ideographs / (letters + digits + ideographs). 0.0 for text without any of them."""
-    words = len(_NON_WORD.sub("", text))
+    words = _NON_WORD.sub("", text)
     if not words:
         return 0.0
-    return (len(text) - len(_CJK_IDEOGRAPH.sub("", text))) / words
+    cps = np.frombuffer(words.encode("utf-32-le"), dtype=np.uint32)
+    cjk = np.zeros(len(cps), dtype=bool)
+    for lo, hi in _CJK_RANGES:
+        cjk |= (cps >= lo) & (cps <= hi)
+    return float(cjk.mean())
 
 
 def terminal_ratio(lines: list[str]) -> float:

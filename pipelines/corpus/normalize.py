@@ -8,8 +8,8 @@ traditional -> simplified runs on NFKC output, white space is tidied last.
 from __future__ import annotations
 
 import html
+import itertools
 import re
-import sys
 import unicodedata
 from functools import lru_cache
 
@@ -43,11 +43,15 @@ def _char_class(codepoints: list[int]) -> str:
 
 @lru_cache(maxsize=1)
 def _removable() -> re.Pattern:
+    # Scan the planes that have assigned controls/format characters; the supplementary private-use
+    # planes 15 and 16 are private use throughout (no need to look up 130k code points one by one).
+    scanned = itertools.chain(range(0x30000), range(0xE0000, 0xE1000))
     cps = [
         cp
-        for cp in range(sys.maxunicode + 1)
+        for cp in scanned
         if unicodedata.category(chr(cp)) in _REMOVED_CATEGORIES and chr(cp) not in _KEEP_CONTROLS
     ]
+    cps += list(range(0xF0000, 0xFFFFE)) + list(range(0x100000, 0x10FFFE))
     return re.compile(f"[{_char_class(cps)}]+")
 
 

@@ -83,9 +83,10 @@ class CorpusOptions:
     max_bucket_pairs: int = 64
     """In an LSH bucket, each member is compared with at most this many predecessors (by id):
     bounds work in huge buckets while keeping near-duplicate clusters connected."""
-    cc_rounds: int = 4
+    cc_rounds: int = 2
     """Min-label propagation rounds for connected components; what has not converged after them is
-    finished exactly on the (small) set of still-disagreeing labels."""
+    finished exactly on the (small) set of still-disagreeing labels. Near-duplicate clusters are
+    mostly cliques and stars (diameter <= 2); every round costs two shuffles."""
     min_survivor_similarity: float = 0.6
     """A clustered document is removed only if its signature agrees with its survivor's on at least
     this share (components can chain A~B~C with A and C far apart); others stay. 0 disables."""

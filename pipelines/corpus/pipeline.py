@@ -63,8 +63,8 @@ class _ReadWork(beam.DoFn):
 
 
 class ReadSources(beam.PTransform):
-    """Work items -> raw records and reader errors (see sources.py). Reshuffle spreads the byte ranges
-    of one big file over all workers."""
+    """Work items -> raw records and reader errors (see sources.py). The first Reshuffle spreads the
+    byte ranges of one big file over all workers, the second the records."""
 
     def __init__(self, items: list[dict], opts: CorpusOptions):
         super().__init__()
@@ -77,6 +77,9 @@ class ReadSources(beam.PTransform):
             | "SplitFiles" >> beam.FlatMap(split_work, self.opts)
             | "Spread" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(_ReadWork(self.opts))
+            # Records are spread again: cleaning (wikitext parsing above all) costs far more than
+            # reading, and one file (or the sample) must not be cleaned by the worker that read it.
+            | "SpreadRecords" >> beam.Reshuffle()
         )
 
 
