@@ -35,8 +35,7 @@ def match(pattern: str) -> list[tuple[str, int]]:
         found = [(m.path, m.size_in_bytes) for r in FileSystems.match([pattern]) for m in r.metadata_list]
     else:
         fs, _, paths = fsspec.get_fs_token_paths(pattern)
-        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        found = [(f"{protocol}://{p}" if "://" in pattern else p, fs.size(p)) for p in paths if fs.isfile(p)]
+        found = [(fs.unstrip_protocol(p), fs.size(p)) for p in paths if fs.isfile(p)]
     return sorted(set(found))
 
 

@@ -82,3 +82,9 @@ def build_worker_wheel(dest_dir: str) -> str:
         records.append(f"{dist_info}/RECORD,,")
         zf.writestr(f"{dist_info}/RECORD", "\n".join(records) + "\n")
     return path
+
+
+if __name__ == "__main__":  # python -m pipelines.corpus.staging infra/dataflow/build
+    import sys
+
+    print(build_worker_wheel(sys.argv[1] if len(sys.argv) > 1 else "infra/dataflow/build"))

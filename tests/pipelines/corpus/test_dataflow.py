@@ -148,3 +148,22 @@ def test_worker_wheel_installs_and_imports(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith(str(target))
+
+
+def test_worker_dockerfile_matches_the_launcher():
+    """Dataflow rejects workers whose Beam or Python version differs from the launcher's."""
+    import os
+    import re
+    import sys
+
+    import apache_beam
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "infra", "dataflow", "Dockerfile")
+    text = open(path).read()
+    assert re.search(rf"^ARG BEAM_VERSION={re.escape(apache_beam.__version__)}$", text, re.M)
+    assert re.search(rf"^ARG PYTHON_VERSION={sys.version_info.major}\.{sys.version_info.minor}$", text, re.M)
+    assert "FROM apache/beam_python${PYTHON_VERSION}_sdk:${BEAM_VERSION}" in text
+    assert "albert_pipelines-*.whl" in text  # the same worker wheel the CLI stages
+    instructions = "\n".join(line for line in text.splitlines() if not line.startswith("#")).lower()
+    for heavy in ("torch", "tensorflow", "prefect", "entrypoint"):
+        assert heavy not in instructions
