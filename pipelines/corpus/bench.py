@@ -92,21 +92,30 @@ def single_core_throughput(limit: int | None = None, opts: CorpusOptions | None 
 
 
 def pipeline_throughput(workers: int | None = None, out_dir: str | None = None) -> dict:
-    """The real pipeline on the whole sample (DirectRunner multi_processing)."""
+    """The real pipeline on the whole sample (DirectRunner multi_processing), and on a slice of 60
+    paragraphs to measure what any run costs regardless of its size (worker start-up, ~25 shuffles):
+    `marginal_*` are the rates once that fixed cost is paid, what a large corpus approaches."""
     from pipelines.corpus.stage import run_corpus
+    from pipelines.peoples_daily import sample_path
 
     workers = workers or os.cpu_count() or 1
     chars = sum(len(r["text"]) for r in _sample_records())
     out = out_dir or tempfile.mkdtemp(prefix="corpus-bench-")
+    os.makedirs(out, exist_ok=True)
+    flags = ["--direct_running_mode", "multi_processing", "--direct_num_workers", str(workers)]
+    tiny = os.path.join(out, "sample-head.txt")
+    with open(sample_path(), encoding="utf-8") as src, open(tiny, "w", encoding="utf-8") as dst:
+        dst.writelines(line for _, line in zip(range(60), src))
+    t0 = time.perf_counter()
+    run_corpus([f"peoples-daily:{tiny}"], os.path.join(out, "fixed-cost"), force=True, extra_beam_flags=flags)
+    fixed = time.perf_counter() - t0
     t0 = time.perf_counter()
     manifest = run_corpus(
-        ["peoples-daily:"],
-        os.path.join(out, "throughput"),
-        force=True,
-        extra_beam_flags=["--direct_running_mode", "multi_processing", "--direct_num_workers", str(workers)],
+        ["peoples-daily:"], os.path.join(out, "throughput"), force=True, extra_beam_flags=flags
     )
     wall = time.perf_counter() - t0
     docs = manifest["counts"]["read"]
+    marginal = max(wall - fixed, 1e-9)
     return {
         "workers": workers,
         "documents": docs,
@@ -117,6 +126,9 @@ def pipeline_throughput(workers: int | None = None, out_dir: str | None = None) 
         "chars_per_s": round(chars / wall),
         "docs_per_s_per_core": round(docs / wall / workers, 1),
         "chars_per_s_per_core": round(chars / wall / workers),
+        "fixed_cost_seconds": round(fixed, 2),
+        "marginal_docs_per_s_per_core": round(docs / marginal / workers, 1),
+        "marginal_chars_per_s_per_core": round(chars / marginal / workers),
     }
 
 
@@ -362,6 +374,10 @@ def format_table(result: dict) -> str:
         f"Beam pipeline (DirectRunner multi_processing, {p['workers']} workers): {p['seconds']} s, "
         f"{p['docs_per_s']:,} docs/s, {p['chars_per_s']:,} chars/s; "
         f"per core {p['docs_per_s_per_core']:,} docs/s, {p['chars_per_s_per_core']:,} chars/s"
+    )
+    lines.append(
+        f"  fixed cost of any run (60-paragraph slice): {p['fixed_cost_seconds']} s; beyond it, per core "
+        f"{p['marginal_docs_per_s_per_core']:,} docs/s, {p['marginal_chars_per_s_per_core']:,} chars/s"
     )
     d = result["dedup"]
     lines.append(
