@@ -171,7 +171,7 @@ def stream_process(
         stderr=subprocess.STDOUT,
         text=True,
         bufsize=1,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},  # lines as they come, not per 8 KiB
         cwd=cwd,
         start_new_session=True,  # its own process group: a timeout stops the workers too
     )
@@ -230,6 +230,8 @@ def retry_transient(task, task_run, state) -> bool:
             exc = state.result(raise_on_failure=False)
         except Exception:  # noqa: BLE001 - no readable exception: retry, the failure is not ours to judge
             return True
+    if isinstance(exc, StageProcessError) and exc.returncode == 2:
+        return False  # `albert` exits 2 on bad arguments and UserErrors: a rerun fails the same way
     return not isinstance(exc, NOT_TRANSIENT)
 
 

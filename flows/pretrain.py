@@ -16,6 +16,7 @@ storage root must then be shared (gs://...).
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
@@ -58,8 +59,47 @@ TRAIN_FLAGS = {
     "device": "--device",
     "init_checkpoint": "--init-checkpoint",
 }
-# Options that do not change what is trained (the trainer's "(run)" fields): not part of the key.
+# Options that do not change what is trained (the trainer's "(run)" fields): not part of the key, so
+# a rerun with other values (or without a testing hook) resumes the same run folder.
 RUN_ONLY = {"save_every", "log_every", "eval_every", "device"}
+RUN_ONLY_FLAGS = {
+    "--device", "--compile", "--parallel", "--num-workers", "--save-every", "--keep-last", "--log-every",
+    "--eval-every", "--eval-batches", "--max-minutes", "--inject-nan-steps", "--sleep-at-step",
+}  # fmt: skip
+VALUELESS_FLAGS = {"--compile"}
+
+
+def key_args(extra_args: list[str]) -> list[str]:
+    """extra_args without the run-only flags (and their values)."""
+    out, skip = [], False
+    for i, arg in enumerate(extra_args):
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in RUN_ONLY_FLAGS:
+            nxt = extra_args[i + 1] if i + 1 < len(extra_args) else None
+            skip = (
+                "=" not in arg
+                and name not in VALUELESS_FLAGS
+                and nxt is not None
+                and not nxt.startswith("--")
+            )
+            continue
+        out.append(arg)
+    return out
+
+
+def trainer_flags() -> set[str]:
+    """The option strings `albert pretrain` accepts (its parser, built without running anything)."""
+    import argparse
+
+    from flows.cli import COMMANDS
+
+    module = importlib.import_module(COMMANDS["pretrain"][0])
+    parser = argparse.ArgumentParser(prog="albert pretrain")
+    module.add_arguments(parser)
+    return {s for a in parser._actions for s in a.option_strings}
 
 
 def trainer_command(
@@ -226,7 +266,7 @@ def pretrain(
         if init_checkpoint:
             key_parts["init_weights_sha256"] = _sha(join(options["init_checkpoint"], "model.safetensors"))
         key = stage_key(
-            "pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=extra_args
+            "pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=key_args(extra_args)
         )
         run_dir = join(absolute(storage_root), "runs", key)
     else:
@@ -244,6 +284,14 @@ def pretrain(
     if backend != "local":
         raise ValueError(f"backend must be 'local' or 'deployment', not {backend!r}")
 
+    if options["init_checkpoint"] and TRAIN_FLAGS["init_checkpoint"] not in trainer_flags():
+        log.warning(
+            "this trainer has no %s: training from scratch (with the given vocabulary) instead of "
+            "continuing from %s",
+            TRAIN_FLAGS["init_checkpoint"],
+            options["init_checkpoint"],
+        )
+        options["init_checkpoint"] = None
     cmd = trainer_command(options, instances_dir, run_dir, extra_args, nproc_per_node, nnodes)
     run_trainer.with_options(timeout_seconds=timeout_minutes * 60)(cmd, timeout_minutes * 60)
     checkpoint = final_checkpoint(run_dir)

@@ -131,7 +131,7 @@ def promote(
     result = gate_and_promote(
         reg, candidate, cand_metrics, prod_metrics, snapshot, gate, baselines, full_lineage, spm_model
     ).to_dict()
-    result["candidate"] = candidate
+    result["candidate"], result["model"] = candidate, model_name
     columns = {"candidate": cand_metrics}
     if prod_metrics is not None:
         columns[f"production {pointer['version']}"] = prod_metrics

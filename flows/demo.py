@@ -1,0 +1,170 @@
+"""`albert demo`: the repretrain flow on the bundled sample, on CPU, through Prefect, then a summary.
+
+    albert demo --out out/demo [--steps 120] [--batch-size 16] [--max-seq-length 128]
+
+Prefect: without PREFECT_API_URL the flows run against Prefect's ephemeral server (SQLite under
+<out>/prefect-home, analytics off). With PREFECT_API_URL set (e.g. http://127.0.0.1:4200/api after
+`prefect server start`) the same command runs against that server and its UI shows every run.
+
+Run it twice: the second run reuses the corpus, vocabulary and instances (same inputs and options),
+trains a new candidate that continues from the production model, and puts it through the gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+DEFAULT_OUT = "out/demo"
+
+
+def _prefect_env(out: str) -> str:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.environ.get("PREFECT_API_URL"):
+        return f"Prefect server {os.environ['PREFECT_API_URL']}"
+    home = os.path.abspath(os.path.join(out, "prefect-home"))
+    os.environ.setdefault("PREFECT_HOME", home)
+    return f"Prefect ephemeral server (SQLite in {os.environ['PREFECT_HOME']})"
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def table(rows: list[tuple[str, str]], title: str) -> str:
+    width = max(len(k) for k, _ in rows)
+    lines = [title, "-" * len(title)]
+    lines += [f"  {k:<{width}}  {v}" for k, v in rows]
+    return "\n".join(lines)
+
+
+def summarize(result: dict, seconds: float, prefect_where: str) -> str:
+    corpus, vocab, inst, run, promo = (
+        result[k] for k in ("corpus", "vocab", "instances", "pretrain", "promotion")
+    )
+    from flows.common import join, read_json
+
+    stats = read_json(join(corpus["dir"], "stats.json"))
+    dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
+    train, ev = inst["summary"].get("train", {}), inst["summary"].get("eval", {})
+    s = run["summary"]
+    first, last = s.get("first_train") or {}, s.get("last_train") or {}
+
+    def reused(stage: dict) -> str:
+        return "reused" if stage.get("reused") else "built"
+
+    rows = [
+        (
+            "documents",
+            f"read {stats['read']:,}, kept {stats['kept']:,}, dropped {stats['dropped_total']:,} ({dropped or 'none'}), dead letter {stats['dead_letter_total']}  [{reused(corpus)}]",
+        ),
+        (
+            "vocabulary",
+            (
+                f"{vocab['counts']['vocab_size']:,} pieces"
+                if vocab.get("counts")
+                else f"production {vocab.get('from_production')}'s spm.model"
+            )
+            + f"  [{reused(vocab)}]",
+        ),
+        (
+            "instances",
+            f"train {train.get('instances', 0):,}, eval {ev.get('instances', 0):,}; fill {_fmt(train.get('fill_rate'), 3)}, masked {_fmt(train.get('masked_fraction'), 3)}, SOP swapped {_fmt(train.get('sop_swapped_fraction'), 3)}  [{reused(inst)}]",
+        ),
+        (
+            "training",
+            f"{last.get('step', '?')} steps, train loss {_fmt(first.get('loss'), 3)} -> {_fmt(last.get('loss'), 3)}  [{reused(run)}]",
+        ),
+    ]
+    table_rows = promo.get("table") or []
+    for r in table_rows:
+        cols = [f"{k} {_fmt(v)}" for k, v in r.items() if k not in ("metric", "baselines")]
+        rows.append(
+            (
+                f"eval {r['metric']}",
+                ", ".join(cols) + (f"  | baselines: {r['baselines']}" if r["baselines"] else ""),
+            )
+        )
+    down = result.get("downstream")
+    if down and down.get("lift") is not None:
+        rows.append(
+            (
+                "fine-tuning",
+                f"{down['task']}: pretrained {_fmt(down['candidate'])} vs from scratch {_fmt(down['scratch'])}: lift {down['lift']:+.4f}",
+            )
+        )
+    elif down is None:
+        rows.append(("fine-tuning", "not run"))
+    verdict = {
+        "promote": f"PROMOTED as {promo['version']}",
+        "reject": "REJECTED",
+        "conflict": "CONFLICT (not promoted)",
+    }[promo["event"]]
+    rows.append(("promotion", f"{verdict}; production is now {promo['production']}"))
+    for reason in promo["decision"]["reasons"]:
+        rows.append(("  reason", reason))
+    rows.append(("time", f"{seconds / 60:.1f} min"))
+
+    registry = result["registry"]
+    where = [
+        ("corpus", corpus["dir"]),
+        ("vocabulary", vocab["dir"]),
+        ("instances", inst["dir"]),
+        ("run", run["dir"]),
+        ("checkpoint", run["checkpoint"]),
+        ("loss curve", s.get("loss_curve_png") or "-"),
+        ("registry", registry),
+        ("production pointer", join(registry, promo.get("model", "albert"), "production.json")),
+        ("promotions log", join(registry, promo.get("model", "albert"), "promotions.jsonl")),
+        (
+            "Prefect",
+            prefect_where
+            + " (artifacts: corpus-stats, instance-stats, training-summary, eval-metrics, promotion-decision)",
+        ),
+    ]
+    return table(rows, "ALBERT factory demo: summary") + "\n\n" + table(where, "Where everything is")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"storage root of the demo [{DEFAULT_OUT}]")
+    p.add_argument("--steps", type=int, default=120, help="training steps per candidate")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--max-predictions", type=int, default=20)
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--config", default="tiny", help="model preset or config JSON")
+    p.add_argument(
+        "--finetune-task", default=None, help="downstream task for the fine-tuning lift (see albert finetune)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    where = _prefect_env(args.out)
+    from flows.repretrain import repretrain
+
+    started = time.time()
+    result = repretrain(
+        sources=["peoples-daily:"],
+        storage_root=args.out,
+        vocab_size=args.vocab_size,
+        max_seq_length=args.max_seq_length,
+        max_predictions=args.max_predictions,
+        config=args.config,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        finetune_task=args.finetune_task,
+    )
+    text = summarize(result, time.time() - started, where)
+    print("\n" + text)
+    with open(os.path.join(args.out, "summary.txt"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, ensure_ascii=False, default=str)
+    return 0
