@@ -23,7 +23,10 @@ from pipelines.errors import UserError
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "corpus": ("pipelines.corpus.cli", "Beam pipeline: raw sources -> cleaned, deduplicated, segmented documents"),
+    "corpus": (
+        "pipelines.corpus.cli",
+        "Beam pipeline: raw sources -> cleaned, deduplicated, segmented documents",
+    ),
     "vocab": ("pipelines.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
     "instances": ("pipelines.instances", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
     "pretrain": ("model.train_commands", "train ALBERT (MLM + SOP) on instances; rerun to resume"),

@@ -28,7 +28,10 @@ def vocab_dir(tmp_path_factory, sample_docs) -> str:
     from pipelines.vocab import VocabConfig, train_vocab, write_vocab
 
     out = str(tmp_path_factory.mktemp("vocab"))
-    english = ["The quick brown fox jumps over the lazy dog.", "Hello world, this is ALBERT pretraining."] * 20
+    english = [
+        "The quick brown fox jumps over the lazy dog.",
+        "Hello world, this is ALBERT pretraining.",
+    ] * 20
     sentences = [s for d in sample_docs for s in d["sentences"]] + english
     proto, _ = train_vocab(sentences, VocabConfig(vocab_size=3000, sample_sentences=100_000))
     write_vocab(out, proto)
