@@ -51,13 +51,33 @@ def _band_entries(kv, bands: int, rows: int):
         yield key, (doc_id, sig_bytes)
 
 
+BIG_BUCKET = 2000
+
+
 def _bucket_pairs(kv, threshold: float, window: int):
+    """Verified pairs of one LSH bucket. Buckets up to BIG_BUCKET members: sorted by id, each member
+    against its `window` predecessors. Larger ones (thousands of templated stubs sharing a band) are
+    never held: two passes link every member to the smallest id when similar enough."""
     _, members = kv
-    members = sorted({m[0]: m[1] for m in members}.items())  # distinct ids, sorted
-    if len(members) > 1:
+    size, smallest = 0, None
+    for doc_id, sig in members:  # first pass: size and smallest member
+        size += 1
+        if smallest is None or doc_id < smallest[0]:
+            smallest = (doc_id, sig)
+    if 2 <= size <= BIG_BUCKET:
         Metrics.counter(NS, "lsh/buckets_with_candidates").inc()
-        decoded = [(i, np.frombuffer(s, dtype=np.uint32)) for i, s in members]
+        distinct = sorted({m[0]: m[1] for m in members}.items())
+        decoded = [(i, np.frombuffer(s, dtype=np.uint32)) for i, s in distinct]
         yield from minhash.similar_pairs(decoded, threshold, window)
+    elif size > BIG_BUCKET:
+        Metrics.counter(NS, "lsh/big_buckets").inc()
+        head = np.frombuffer(smallest[1], dtype=np.uint32)
+        for doc_id, sig in members:
+            if (
+                doc_id != smallest[0]
+                and minhash.estimate_jaccard(head, np.frombuffer(sig, np.uint32)) >= threshold
+            ):
+                yield smallest[0], doc_id
 
 
 class NearDuplicates(beam.PTransform):

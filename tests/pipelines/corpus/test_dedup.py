@@ -103,3 +103,15 @@ def test_survivor_check_keeps_documents_far_from_their_survivor():
             "sig": p | "s" >> beam.Create(sigs),
         } | SurvivorCheck(0.6)
         assert_that(out, equal_to([("b", "a")]))
+
+
+def test_big_lsh_buckets_link_members_to_the_smallest(monkeypatch):
+    from pipelines.corpus import dedup
+
+    monkeypatch.setattr(dedup, "BIG_BUCKET", 3)
+    s = np.arange(10, dtype=np.uint32)
+    close = s.copy()
+    close[0] = 99
+    members = [("d", close.tobytes()), ("b", s.tobytes()), ("c", (s + 7).tobytes()), ("e", s.tobytes())]
+    assert sorted(dedup._bucket_pairs(("k", members), 0.7, 64)) == [("b", "d"), ("b", "e")]
+    assert sorted(dedup._bucket_pairs(("k", members[:3]), 0.7, 64)) == [("b", "d")]  # small: all pairs
