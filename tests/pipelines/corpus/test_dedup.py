@@ -34,7 +34,7 @@ def test_connected_components_exact_even_when_rounds_do_not_converge():
     star = [("s0", f"s{i}") for i in range(1, 5)]
     edges = chain[::-1] + star
     expected = [(f"n{i:02d}", "n00") for i in range(1, 12)] + [(f"s{i}", "s0") for i in range(1, 5)]
-    for rounds in (0, 1, 4):
+    for rounds in (0, 2):
         with _pipeline() as p:
             out = p | beam.Create(edges) | ConnectedComponents(rounds)
             assert_that(out, equal_to(expected))
