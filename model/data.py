@@ -10,7 +10,7 @@ unpacked lists and unknown fields fall back to a general scanner. TensorFlow is 
 The stream (what one rank sees), for epoch e = 0, 1, 2, ...:
 
     files  -- permuted by rng(seed, e) (sorted order when shuffle_window <= 1)
-    records of the files, in that order         global index g = 0, 1, ... within the epoch
+    records of the files, in that order         global index g = 0, 1, ... (counted on across epochs)
     windows of `shuffle_window` records         window k permuted by rng(seed, e, k)
     the permuted records with g % world == rank  -> the rank's elements n = 0, 1, ... (across epochs)
     batches of `batch_size` elements            batch i = elements [i*b, (i+1)*b)
@@ -515,7 +515,7 @@ class Position:
     offset: int = 0
     """Byte offset in that file of the window's first record."""
     record: int = 0
-    """Global index (within the epoch, all ranks) of the window's first record."""
+    """Global index (all ranks, counted across epochs) of the window's first record."""
     element: int = 0
     """The rank's element counter (across epochs) at the window's start."""
     next_batch: int = 0
@@ -590,7 +590,7 @@ class InstanceStream(torch.utils.data.IterableDataset):
         epoch, window, fi, offset, record = start.epoch, start.window, start.file, start.offset, start.record
         while self.epochs is None or epoch < self.epochs:
             order = file_order(len(files), self.seed, epoch, self.shuffle)
-            bookmark, records, seen = (epoch, window, fi, offset, record), [], record
+            bookmark, records, epoch_start = (epoch, window, fi, offset, record), [], record
             for data, k, nxt in self._epoch_records(order, fi, offset):
                 records.append(data)
                 if len(records) == self.window:
@@ -600,9 +600,9 @@ class InstanceStream(torch.utils.data.IterableDataset):
             if records:
                 yield bookmark, records
                 record += len(records)
-            if record == 0 and seen == 0:
+            if record == epoch_start and fi == 0 and offset == 0:
                 raise UserError(f"the instance files hold no records ({files[0]} ...)")
-            epoch, window, fi, offset, record = epoch + 1, 0, 0, 0, 0
+            epoch, window, fi, offset = epoch + 1, 0, 0, 0
 
     def batches(self, worker: int = 0, num_workers: int = 1) -> Iterator[tuple[dict, Position]]:
         """The batches of this rank that loader worker `worker` of `num_workers` produces."""
@@ -644,6 +644,13 @@ def make_loader(stream: InstanceStream, num_workers: int = 0, pin_memory: bool =
     kwargs = {}
     if num_workers > 0:
         kwargs = dict(prefetch_factor=prefetch, persistent_workers=False, multiprocessing_context="fork")
+    # Its own generator: creating the loader's iterator must not draw from the global torch RNG
+    # (that would shift dropout masks of a resumed run against an uninterrupted one).
     return torch.utils.data.DataLoader(
-        stream, batch_size=None, num_workers=num_workers, pin_memory=pin_memory, **kwargs
+        stream,
+        batch_size=None,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        generator=torch.Generator().manual_seed(0),
+        **kwargs,
     )

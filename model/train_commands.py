@@ -28,6 +28,11 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=d.model, help="tiny, base, large, xlarge, xxlarge or a config JSON")
     p.add_argument("--vocab", default=None, help="spm.model or its folder (default: from the instances)")
     p.add_argument(
+        "--init-checkpoint",
+        default=None,
+        help="start from these weights (checkpoint folder) instead of random",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -61,9 +66,8 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-batches", type=int, default=d.eval_batches)
     p.add_argument("--max-bad-steps", type=int, default=d.max_bad_steps)
     p.add_argument("--max-minutes", type=float, default=None, help="stop (with a checkpoint) after this long")
-    # Testing hooks (hidden): make the loss NaN at given steps; sleep after a step.
+    # Testing hook (hidden): make the loss NaN at these steps (comma-separated, 0-based).
     p.add_argument("--inject-nan-steps", default="", help=argparse.SUPPRESS)
-    p.add_argument("--sleep-at-step", default=None, help=argparse.SUPPRESS)
 
 
 def _parse_value(text: str):
@@ -84,10 +88,6 @@ def pretrain_config(args: argparse.Namespace):
         overrides[k.strip()] = _parse_value(v)
     try:
         nan_steps = tuple(int(x) for x in args.inject_nan_steps.split(",") if x.strip())
-        sleep = None
-        if args.sleep_at_step:
-            s, t = args.sleep_at_step.split(":")
-            sleep = (int(s), float(t))
     except ValueError as err:
         raise UserError(f"bad testing option: {err}") from err
     return TrainConfig(
@@ -95,6 +95,7 @@ def pretrain_config(args: argparse.Namespace):
         out=args.out,
         model=args.config,
         vocab=args.vocab,
+        init_checkpoint=args.init_checkpoint,
         model_overrides=overrides,
         steps=args.steps,
         batch_size=args.batch_size,
@@ -119,7 +120,6 @@ def pretrain_config(args: argparse.Namespace):
         max_bad_steps=args.max_bad_steps,
         max_minutes=args.max_minutes,
         inject_nan_steps=nan_steps,
-        sleep_at_step=sleep,
     )
 
 

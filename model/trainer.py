@@ -60,6 +60,10 @@ class TrainConfig:
     vocab: str | None = None
     """spm.model (or its folder); default: the vocabulary named in the instances' manifest. The model's
     vocab_size is set to its size."""
+    init_checkpoint: str | None = None
+    """Start from these weights (a checkpoint folder: config.json + model.safetensors) instead of a
+    random init, e.g. to continue pretraining the production model on new data. Its architecture
+    (and vocabulary size) must match the run's config."""
     model_overrides: dict = field(default_factory=dict)
     """AlbertConfig fields to override (e.g. {"hidden_dropout_prob": 0.1})."""
     steps: int = 1000
@@ -100,10 +104,9 @@ class TrainConfig:
     """(run) wall-clock budget: stop (with a checkpoint) when it is used up."""
     inject_nan_steps: tuple[int, ...] = ()
     """(run) testing: make the loss NaN at these steps."""
-    sleep_at_step: tuple[int, float] | None = None
-    """(run) testing: sleep this long after this step (to kill a run at a known point)."""
 
     RUN_FIELDS = (
+        "out",
         "device",
         "compile",
         "parallel",
@@ -115,13 +118,11 @@ class TrainConfig:
         "eval_batches",
         "max_minutes",
         "inject_nan_steps",
-        "sleep_at_step",
     )
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["inject_nan_steps"] = list(self.inject_nan_steps)
-        d["sleep_at_step"] = list(self.sleep_at_step) if self.sleep_at_step else None
         return d
 
     def check_same_run(self, saved: dict) -> None:
@@ -264,7 +265,17 @@ class Trainer:
             self.eval_data = None
 
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-        self.model = AlbertForPreTraining(self.config).to(self.device)
+        self.model = AlbertForPreTraining(self.config)
+        if cfg.init_checkpoint:
+            from model.convert import load_state, read_checkpoint
+
+            init_config, state, _ = read_checkpoint(cfg.init_checkpoint)
+            if init_config.vocab_size != self.config.vocab_size:
+                raise UserError(
+                    f"--init-checkpoint has vocab_size {init_config.vocab_size}, this run {self.config.vocab_size}"
+                )
+            load_state(self.model, state, source=cfg.init_checkpoint)
+        self.model.to(self.device)
         self.wrapped = distx.wrap(self.model, self.dist, cfg.parallel, self.device)
         self.forward = torch.compile(self.wrapped) if cfg.compile else self.wrapped
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay)
@@ -485,6 +496,10 @@ class Trainer:
         window = {"t": time.time(), "steps": 0, "tokens": 0.0, "sums": {}}
         consecutive_bad, last_saved = 0, self.step if self.resumed_from else None
         stop_reason = "done"
+        # Testing hook: ALBERT_TEST_SLEEP_AT_STEP=N:SECONDS pauses after step N, so a test can kill
+        # the process at a known point and rerun the very same command.
+        hook = os.environ.get("ALBERT_TEST_SLEEP_AT_STEP")
+        sleep_at = (int(hook.split(":")[0]), float(hook.split(":")[1])) if hook else None
         try:
             while self.step < cfg.steps:
                 micro = []
@@ -521,13 +536,14 @@ class Trainer:
                     window = {"t": time.time(), "steps": 0, "tokens": 0.0, "sums": {}}
                 if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                     self._log_eval(log)
-                if cfg.sleep_at_step and self.step == cfg.sleep_at_step[0]:
-                    time.sleep(cfg.sleep_at_step[1])
+                if sleep_at and self.step == sleep_at[0]:
+                    time.sleep(sleep_at[1])
                 out_of_time = False
                 if cfg.max_minutes is not None and self.step % cfg.log_every == 0:  # rank 0's clock decides
                     spent = self.counters["train_seconds"] + time.time() - started
                     out_of_time = bool(distx.broadcast_object(spent > cfg.max_minutes * 60, self.dist))
-                if (self.step % cfg.save_every == 0 and self.step < cfg.steps) or out_of_time:
+                due = self.step % cfg.save_every == 0 and self.step < cfg.steps
+                if (due or out_of_time) and consecutive_bad == 0:  # never in a streak of bad steps
                     self.counters["train_seconds"] += time.time() - started
                     started = time.time()
                     path = self.save()

@@ -7,6 +7,7 @@ import torch
 
 from model.config import AlbertConfig
 from tests.model.tiny import tiny_config, toy_batch
+from tests.model.train_fixtures import instances_dir, model_config_file  # noqa: F401 (training tests)
 
 
 @pytest.fixture

@@ -1,0 +1,151 @@
+"""The trainer: it learns, writes its outputs, accumulates gradients exactly, clips, skips non-finite
+steps and stops on repeated ones without a poisoned checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from flows.cli import main as albert
+from model import checkpoint as ckpt
+from model.trainer import Trainer, TrainingDiverged, train
+from pipelines.errors import UserError
+from tests.model.train_fixtures import cli_args, train_config
+
+
+def final_weights(run_dir: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(os.path.join(ckpt.latest(run_dir), "model.safetensors"))
+
+
+def test_training_learns_and_writes_every_output(tmp_path, instances_dir, model_config_file):
+    from model.convert import load_pretrained
+    from pipelines.tokenizer import Tokenizer
+
+    out = str(tmp_path / "run")
+    summary = train(train_config(instances_dir, out, model_config_file, steps=30, lr=2e-2, warmup_steps=3))
+    assert summary["step"] == 30 and summary["skipped_steps"] == 0
+    rows = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl"))]
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    assert len(train_rows) == 15 and all(r["tokens_per_s"] > 0 for r in train_rows)
+    first = sum(r["loss"] for r in train_rows[:3]) / 3
+    last = sum(r["loss"] for r in train_rows[-3:]) / 3
+    assert last < first - 0.5, (first, last)  # ln(3000) + ln 2 ~ 8.7 at the start
+    assert any(r["kind"] == "eval" for r in rows)
+    assert os.path.getsize(os.path.join(out, "curves.png")) > 1000
+    assert any(f.startswith("events.out.tfevents") for f in os.listdir(os.path.join(out, "tb")))
+    path = summary["checkpoint"]
+    assert path.endswith("checkpoints/step-30") and os.path.exists(os.path.join(path, "spm.model"))
+    model = load_pretrained(path)  # the other engineer's folder format, as is
+    spm_size = Tokenizer.load(os.path.join(path, "spm.model")).vocab_size
+    assert model.config.vocab_size == spm_size != 21128  # the vocabulary's size, not the config's
+    weights = final_weights(out)
+    for k, v in model.state_dict().items():
+        if k in weights:
+            assert torch.equal(v, weights[k])
+
+
+def test_gradient_accumulation_equals_one_big_batch(tmp_path, instances_dir, model_config_file):
+    a = str(tmp_path / "big")
+    b = str(tmp_path / "accumulated")
+    train(train_config(instances_dir, a, model_config_file, steps=4))
+    train(train_config(instances_dir, b, model_config_file, steps=4, micro_batch_size=2))  # 4 x 2
+    wa, wb = final_weights(a), final_weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6, msg=k)
+    c = str(tmp_path / "other-batch")
+    train(train_config(instances_dir, c, model_config_file, steps=4, batch_size=4))
+    assert any(not torch.allclose(wa[k], final_weights(c)[k]) for k in wa)  # the check can fail
+
+
+def test_gradients_are_clipped_to_the_global_norm(tmp_path, instances_dir, model_config_file):
+    trainer = Trainer(train_config(instances_dir, str(tmp_path / "r"), model_config_file, clip_norm=0.05))
+    norms = []
+    real_step = trainer.optimizer.step
+
+    def spy():
+        grads = [p.grad for p in trainer.model.parameters() if p.grad is not None]
+        norms.append(
+            float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+        )
+        return real_step()
+
+    trainer.optimizer.step = spy
+    batches = trainer._batches()
+    m = trainer.train_step([next(batches)[0]])
+    assert m["grad_norm"] > 0.05 and norms[0] == pytest.approx(0.05, rel=1e-4)
+
+
+def test_non_finite_steps_are_skipped_and_counted(tmp_path, instances_dir, model_config_file):
+    out = str(tmp_path / "run")
+    summary = train(train_config(instances_dir, out, model_config_file, steps=8, inject_nan_steps=(2, 3, 6)))
+    assert summary["step"] == 8 and summary["skipped_steps"] == 3
+    assert all(torch.isfinite(v).all() for v in final_weights(out).values())
+    rows = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl"))]
+    assert [r["skipped_steps"] for r in rows if r["kind"] == "train"] == [0, 2, 2, 3]
+
+
+def test_a_skipped_step_changes_neither_weights_nor_optimizer_state(
+    tmp_path, instances_dir, model_config_file
+):
+    trainer = Trainer(
+        train_config(instances_dir, str(tmp_path / "r"), model_config_file, inject_nan_steps=(2,))
+    )
+    batches = trainer._batches()
+
+    def snapshot():
+        opt = [t.clone() for s in trainer.optimizer.state.values() for t in s.values()]
+        return [p.detach().clone() for p in trainer.model.parameters()], opt
+
+    for _ in range(2):
+        assert trainer.train_step([next(batches)[0]])["finite"]
+        trainer.step += 1
+    weights, opt = snapshot()
+    m = trainer.train_step([next(batches)[0]])  # step 2: NaN loss
+    assert not m["finite"]
+    after_w, after_opt = snapshot()
+    assert all(torch.equal(a, b) for a, b in zip(weights, after_w))
+    assert all(torch.equal(a, b) for a, b in zip(opt, after_opt))
+    assert all(p.grad is None for p in trainer.model.parameters())
+
+
+def test_repeated_non_finite_steps_stop_the_run_without_a_poisoned_checkpoint(
+    tmp_path, instances_dir, model_config_file, capsys
+):
+    out = str(tmp_path / "run")
+    cfg = train_config(
+        instances_dir, out, model_config_file, steps=20, save_every=3, inject_nan_steps=tuple(range(5, 20))
+    )
+    with pytest.raises(TrainingDiverged, match=r"non-finite for 5 steps in a row \(steps 6-10\).*step-3"):
+        train(cfg)
+    assert ckpt.list_steps(out) == [3]  # nothing written after the failures began
+    # The command line reports it in one line (exit 2), no traceback.
+    code = albert(cli_args(instances_dir, str(tmp_path / "cli"), model_config_file, "--steps", "20",
+                           "--inject-nan-steps", ",".join(map(str, range(20))), "--max-bad-steps", "3"))  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "albert pretrain: error: loss/gradient non-finite for 3 steps in a row" in err
+    assert "Traceback" not in err
+
+
+def test_rerun_with_other_settings_is_refused(tmp_path, instances_dir, model_config_file):
+    out = str(tmp_path / "run")
+    train(train_config(instances_dir, out, model_config_file, steps=2))
+    with pytest.raises(UserError, match=r"other settings \(lr: 0.01 -> 0.02\)"):
+        Trainer(train_config(instances_dir, out, model_config_file, steps=2, lr=0.02))
+    Trainer(train_config(instances_dir, out, model_config_file, steps=2, log_every=1))  # a (run) field: fine
+
+
+def test_init_checkpoint_starts_from_given_weights(tmp_path, instances_dir, model_config_file):
+    first = str(tmp_path / "first")
+    train(train_config(instances_dir, first, model_config_file, steps=2))
+    trainer = Trainer(train_config(instances_dir, str(tmp_path / "second"), model_config_file,
+                                   init_checkpoint=ckpt.latest(first)))  # fmt: skip
+    start = final_weights(first)
+    for k, v in trainer.model.state_dict().items():
+        if k in start:
+            assert torch.equal(v, start[k]), k

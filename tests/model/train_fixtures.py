@@ -1,0 +1,122 @@
+"""Fixtures of the training tests: a small real instance set and a tiny model config (session scope).
+
+The instances come from the bundled sample through pipelines.instance_builder (no Beam: seconds),
+written exactly as the instance stage writes them: {train,eval}-*.tfrecord + manifest.json."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+L, P = 64, 10
+DOCS = 120
+
+TINY_MODEL = dict(
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=L,
+    classifier_dropout_prob=0.0,
+)
+
+
+def write_instances(out: str, docs: list[dict], vocab_dir: str, dupe: int = 2, files: int = 3) -> str:
+    """Instances of `docs` into `out` (train split in `files` files, eval split in one), + manifest."""
+    from pipelines.instance_builder import InstanceConfig, build_group, prepare_document, split_of
+    from pipelines.manifest import write_manifest
+    from pipelines.masking import MaskingConfig
+    from pipelines.packing import PackingConfig
+    from pipelines.tokenizer import Tokenizer
+
+    os.makedirs(out, exist_ok=True)
+    tok = Tokenizer.load(vocab_dir)
+    config = InstanceConfig(
+        packing=PackingConfig(L), masking=MaskingConfig(max_predictions=P), eval_fraction=0.1
+    )
+    from collections import Counter
+
+    notes = Counter()
+    prepared = [prepare_document({k: v for k, v in d.items() if k != "words"}, "zh", notes) for d in docs]
+    prepared = [p for p in prepared if not isinstance(p, str)]
+    counts = {}
+    for split in ("train", "eval"):
+        part = [p for p in prepared if split_of(p.id, config.eval_fraction) == split]
+        groups = [part[k::files] for k in range(files)] if split == "train" else [part]
+        n = 0
+        for g, docs_g in enumerate(groups):
+            blobs = []
+            for d in range(dupe):
+                blob, stats = build_group(docs_g, tok, config, d)
+                blobs.append(blob)
+                n += stats["instances"]
+            with open(os.path.join(out, f"{split}-{g:05d}.tfrecord"), "wb") as f:
+                f.write(b"".join(blobs))
+        counts[split] = {"instances": n}
+    write_manifest(
+        out,
+        "instances",
+        config={"packing": {"max_seq_length": L}, "masking": {"max_predictions": P}, "dupe_factor": dupe},
+        vocab={"path": os.path.join(vocab_dir, "spm.model")},
+        summary=counts,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def instances_dir(tmp_path_factory, sample_docs, vocab_dir) -> str:
+    return write_instances(str(tmp_path_factory.mktemp("instances")), sample_docs[:DOCS], vocab_dir)
+
+
+@pytest.fixture(scope="session")
+def model_config_file(tmp_path_factory, vocab_dir) -> str:
+    """A tiny AlbertConfig JSON (the vocabulary size is set by the trainer from spm.model)."""
+    from model.config import AlbertConfig
+
+    path = tmp_path_factory.mktemp("config") / "tiny.json"
+    path.write_text(json.dumps(AlbertConfig(**TINY_MODEL).to_hf_dict()))
+    return str(path)
+
+
+def train_config(instances: str, out: str, config_file: str, **overrides):
+    from model.trainer import TrainConfig
+
+    values = dict(
+        instances=instances,
+        out=out,
+        model=config_file,
+        steps=6,
+        batch_size=8,
+        lr=1e-2,
+        warmup_steps=2,
+        shuffle_window=64,
+        num_workers=0,
+        save_every=1000,
+        log_every=2,
+        eval_batches=2,
+        device="cpu",
+    )
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def cli_args(instances: str, out: str, config_file: str, *extra: str) -> list[str]:
+    """`albert pretrain` arguments matching train_config's defaults."""
+    return [
+        "pretrain",
+        "--instances", instances,
+        "--out", out,
+        "--config", config_file,
+        "--batch-size", "8",
+        "--lr", "1e-2",
+        "--warmup-steps", "2",
+        "--shuffle-window", "64",
+        "--num-workers", "0",
+        "--log-every", "2",
+        "--eval-batches", "2",
+        "--device", "cpu",
+        *extra,
+    ]  # fmt: skip
