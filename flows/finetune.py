@@ -1,16 +1,80 @@
-"""Downstream fine-tuning for the gate and the demo: `albert finetune` (model/finetune.py) on a
-checkpoint, from scratch for the lift, on candidate and production for the gate's downstream check."""
+"""Downstream fine-tuning for the gate and the demo (model/finetune.py through `albert finetune`).
+
+`albert finetune` trains the checkpoint AND the same architecture from scratch with the same budget;
+the difference is the fine-tuning lift. For the gate, the candidate and the production model are
+fine-tuned on the same task split; the task run of one checkpoint is cached by Prefect (INPUTS +
+TASK_SOURCE: weights hash, task, options), because it is deterministic and costs minutes.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.tasks import exponential_backoff
+
+from flows.common import (
+    absolute,
+    join,
+    logger,
+    read_json,
+    retry_transient,
+    run_cli,
+    stage_key,
+    task_failure_artifact,
+)
+from flows.registry import file_sha
 
 
 def finetune_available() -> bool:
     return importlib.util.find_spec("model.finetune") is not None
 
 
+@task(
+    name="finetune-checkpoint",
+    cache_policy=INPUTS + TASK_SOURCE,
+    persist_result=True,
+    retries=1,
+    retry_delay_seconds=exponential_backoff(backoff_factor=10),
+    retry_condition_fn=retry_transient,
+    on_failure=[task_failure_artifact],
+)
+def finetune_checkpoint(
+    checkpoint: str, weights_sha256: str, task_name: str, out_json: str, extra_args: list[str]
+) -> dict:
+    os.makedirs(os.path.dirname(out_json), exist_ok=True)
+    run_cli("finetune", ["--checkpoint", checkpoint, "--task", task_name, "--out", out_json, *extra_args])
+    return read_json(out_json)
+
+
+def _run(checkpoint: str, task_name: str, storage_root: str, extra_args: list[str]) -> dict:
+    weights = file_sha(os.path.join(checkpoint, "model.safetensors"))
+    key = stage_key("finetune", weights=weights, task=task_name, args=list(extra_args))
+    out = join(absolute(storage_root), "finetune", key, "report.json")
+    return finetune_checkpoint(checkpoint, weights, task_name, out, list(extra_args))
+
+
 def downstream_accuracy(
     candidate: str, production: str | None, task: str, storage_root: str, extra_args: list[str]
 ) -> dict:
-    raise NotImplementedError("waiting for model/finetune.py")
+    """{"task", "candidate", "scratch", "lift", "production", "split"}: accuracies on the task's test
+    split (dev when it has none) of the fine-tuned candidate, of the same model trained from scratch,
+    and of the fine-tuned production model."""
+    rep = _run(candidate, task, storage_root, extra_args)
+    split = rep["lift"]["split"]
+    out = {
+        "task": task,
+        "split": split,
+        "candidate": rep["models"]["pretrained"][split]["accuracy"],
+        "scratch": rep["models"]["scratch"][split]["accuracy"],
+        "lift": rep["lift"]["accuracy"],
+        "lift_ci95": rep["lift"].get("accuracy_paired_ci95"),
+        "production": None,
+    }
+    if production:
+        prod = _run(production, task, storage_root, extra_args)
+        out["production"] = prod["models"]["pretrained"][prod["lift"]["split"]]["accuracy"]
+    logger().info("downstream %s: %s", task, out)
+    return out

@@ -1,0 +1,203 @@
+"""infra/: prefect.yaml against the flows' signatures, `albert deploy` and `albert serve` on the test
+server, the compose file and the trainer Dockerfile (parsed: no docker here)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import yaml
+
+from flows.deploy import DEFAULT_FILE, REPO_ROOT, load_specs, resolve
+from pipelines.errors import UserError
+
+INFRA = os.path.join(REPO_ROOT, "infra")
+EXPECTED = {
+    "build-corpus/local",
+    "build-corpus/dataflow",
+    "train-vocab/local",
+    "build-instances/local",
+    "pretrain/local",
+    "pretrain/gpu-vertex",
+    "pretrain/gpu-kubernetes",
+    "pretrain/gpu-docker",
+    "evaluate/local",
+    "promote/local",
+    "rollback/local",
+    "repretrain/sample",
+    "repretrain/weekly",
+}
+
+
+def test_prefect_yaml_matches_the_flows():
+    specs, pools = load_specs()
+    assert {s.full_name for s in specs} == EXPECTED
+    by_name = {s.full_name: s for s in specs}
+    assert {p["type"] for p in pools} == {"process", "vertex-ai", "kubernetes", "docker"}
+    weekly = by_name["repretrain/weekly"]
+    assert [s["slug"] for s in weekly.schedules] == ["weekly-zhwiki-base", "midweek-sample-smoke"]
+    production = weekly.schedules[0]["parameters"]
+    assert production["pretrain_backend"] == "deployment" and production["pretrain_deployment"] in EXPECTED
+    assert production["gpu_job"]["accelerator_count"] == production["nproc_per_node"] == 8
+    assert weekly.parameters["continue_from_production"] is True
+    # the GPU deployments run inside the trainer image
+    for name in ("pretrain/gpu-vertex", "pretrain/gpu-kubernetes", "pretrain/gpu-docker"):
+        assert by_name[name].pull == [
+            {"prefect.deployments.steps.set_working_directory": {"directory": "/opt/albert"}}
+        ]
+        assert by_name[name].pool["job_variables"]["image"] == "albert-trainer:latest"
+    assert (
+        by_name["pretrain/local"].pull[0]["prefect.deployments.steps.set_working_directory"]["directory"]
+        == REPO_ROOT
+    )
+
+
+def test_environment_overrides_the_defaults():
+    assert (
+        resolve("{{ $ALBERT_STORAGE_ROOT }}/registry", {"ALBERT_STORAGE_ROOT": "gs://b/x"})
+        == "gs://b/x/registry"
+    )
+    assert resolve("{{ $ALBERT_STORAGE_ROOT }}", {}) == "out/factory"
+    with pytest.raises(UserError, match="NOPE"):
+        resolve("{{ $NOPE }}", {})
+
+
+def _variant(tmp_path, edit) -> str:
+    doc = yaml.safe_load(open(DEFAULT_FILE, encoding="utf-8"))
+    edit(doc)
+    path = tmp_path / "prefect.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    os.symlink(os.path.join(INFRA, "pools"), tmp_path / "pools")
+    return str(path)
+
+
+def _dep(doc, entrypoint_end: str, name: str) -> dict:
+    return next(
+        d for d in doc["deployments"] if d["entrypoint"].endswith(entrypoint_end) and d["name"] == name
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: _dep(d, ":pretrain", "local")["parameters"].update(stepz=3), "no parameter"),
+        (lambda d: _dep(d, ":pretrain", "local")["parameters"].update(steps="many"), "does not fit"),
+        (lambda d: _dep(d, ":repretrain", "weekly")["schedules"][0].update(cron="61 * * * *"), "bad cron"),
+        (
+            lambda d: _dep(d, ":train_vocab", "local").update(schedules=[{"cron": "0 1 * * *"}]),
+            "needs corpus_dir",
+        ),
+        (
+            lambda d: _dep(d, ":pretrain", "gpu-vertex")["work_pool"]["job_variables"].update(gpus=8),
+            "no job variable",
+        ),
+        (
+            lambda d: _dep(d, ":pretrain", "local")["work_pool"].update(name="nowhere"),
+            "not under definitions.pools",
+        ),
+        (
+            lambda d: _dep(d, ":pretrain", "local").update(entrypoint="flows/pretrain.py:nothing"),
+            "not a Prefect flow",
+        ),
+        (
+            lambda d: _dep(d, ":evaluate", "local").update(
+                name="gpu-vertex", entrypoint="flows/pretrain.py:pretrain"
+            ),
+            "used twice",
+        ),
+    ],
+)
+def test_bad_deployment_files_are_refused(tmp_path, edit, message):
+    with pytest.raises(UserError, match=message):
+        load_specs(_variant(tmp_path, edit))
+
+
+def test_deploy_registers_pools_deployments_and_schedules(capsys):
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    from flows.cli import main
+
+    assert main(["deploy"]) == 0
+    assert main(["deploy"]) == 0  # idempotent: updated, schedules replaced rather than added
+
+    async def read():
+        async with get_client() as client:
+            pools = {p.name: p for p in await client.read_work_pools(limit=50)}
+            deps = {}
+            for name in EXPECTED:
+                deps[name] = await client.read_deployment_by_name(name)
+            return pools, deps
+
+    pools, deps = asyncio.run(read())
+    assert pools["albert-process"].type == "process" and pools["albert-gpu-vertex"].type == "vertex-ai"
+    k8s = pools["albert-gpu-kubernetes"].base_job_template
+    assert "gpu_count" in k8s["variables"]["properties"]
+    container = k8s["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "{{ gpu_count }}"
+
+    weekly = deps["repretrain/weekly"]
+    assert weekly.work_pool_name == "albert-process"
+    schedules = {s.slug: s for s in weekly.schedules}
+    assert set(schedules) == {"weekly-zhwiki-base", "midweek-sample-smoke"}
+    assert schedules["weekly-zhwiki-base"].schedule.cron == "0 3 * * 1"
+    assert schedules["weekly-zhwiki-base"].parameters["pretrain_deployment"] == "pretrain/gpu-vertex"
+    assert schedules["midweek-sample-smoke"].parameters["model_name"] == "albert-sample"
+    gpu = deps["pretrain/gpu-vertex"]
+    assert gpu.work_pool_name == "albert-gpu-vertex" and gpu.job_variables["accelerator_type"] == "NVIDIA_L4"
+    assert gpu.entrypoint == "flows/pretrain.py:pretrain"
+    assert "instances_dir" in gpu.parameter_openapi_schema["properties"]
+
+
+def test_serve_runs_the_process_pool_deployments(monkeypatch):
+    import prefect
+
+    from flows.cli import main
+
+    served = []
+    monkeypatch.setattr(prefect, "serve", lambda *deployments, limit=None: served.extend(deployments))
+    assert main(["serve"]) == 0
+    names = {f"{d.flow_name}/{d.name}" for d in served}
+    assert "repretrain/weekly" in names and "pretrain/local" in names
+    assert not any("gpu" in n for n in names)  # GPU pools need their own workers
+    weekly = next(d for d in served if d.name == "weekly")
+    assert len(weekly.schedules) == 2 and weekly.schedules[0].parameters
+
+
+def test_compose_file_runs_prefect_on_postgres_and_a_worker():
+    doc = yaml.safe_load(open(os.path.join(INFRA, "docker-compose.yaml"), encoding="utf-8"))
+    services = doc["services"]
+    assert set(services) == {"postgres", "prefect-server", "worker"}
+    url = services["prefect-server"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"]
+    assert url.startswith("postgresql+asyncpg://") and "@postgres:5432/" in url
+    assert services["prefect-server"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    worker = services["worker"]
+    assert worker["environment"]["PREFECT_API_URL"] == "http://prefect-server:4200/api"
+    pool = worker["command"][worker["command"].index("--pool") + 1]
+    assert pool in {p["name"] for p in load_specs()[1]}
+    dockerfile = os.path.normpath(
+        os.path.join(INFRA, worker["build"]["context"], worker["build"]["dockerfile"])
+    )
+    assert os.path.exists(dockerfile)
+    prefect_image = services["prefect-server"]["image"]
+    import prefect
+
+    assert prefect_image.split(":")[1].startswith(prefect.__version__)  # server and clients on one version
+
+
+def test_trainer_dockerfile_installs_the_pinned_package():
+    text = open(os.path.join(INFRA, "trainer", "Dockerfile"), encoding="utf-8").read()
+    instructions = [
+        line.split()[0]
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#") and not line.startswith(" ")
+    ]
+    assert instructions[0] in ("ARG", "FROM") and "FROM" in instructions
+    for package in ("pipelines", "model", "flows"):
+        assert re.search(rf"^COPY {package} {package}$", text, re.M), package
+    assert "pip install -c constraints.txt ." in text
+    assert "WORKDIR /opt/albert" in text  # where the GPU deployments' pull step cds to
+    ignore = open(os.path.join(INFRA, "trainer", "Dockerfile.dockerignore"), encoding="utf-8").read().split()
+    assert ignore[ignore.index("**") :][:1] == ["**"] and "!flows/**" in ignore
