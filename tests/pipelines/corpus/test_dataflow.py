@@ -167,3 +167,12 @@ def test_worker_dockerfile_matches_the_launcher():
     instructions = "\n".join(line for line in text.splitlines() if not line.startswith("#")).lower()
     for heavy in ("torch", "tensorflow", "prefect", "entrypoint"):
         assert heavy not in instructions
+
+
+def test_dataflow_without_project_region_or_temp_location_is_a_user_error():
+    import pytest
+
+    from pipelines.errors import UserError
+
+    with pytest.raises(UserError, match="--project --region --temp_location"):
+        beam_flags("DataflowRunner", ["--sdk_container_image", "img"])
