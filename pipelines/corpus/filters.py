@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 import numpy as np
+import xxhash
 
 from pipelines.corpus.options import CorpusOptions
 
@@ -22,6 +23,7 @@ from pipelines.corpus.options import CorpusOptions
 # CJK ideographs: unified (and extension A), compatibility, extensions B..H.
 _CJK_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
 _NON_WORD = re.compile(r"[\W_]+")
+_WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
 _TERMINAL = re.compile(r"[。！？!?….；;：:][\"'”’」』）)》]*$")
 
@@ -86,7 +88,7 @@ def codepoints(text: str) -> np.ndarray:
 
 
 def top_ngram_ratio(cps: np.ndarray, n: int) -> float:
-    """Share of characters covered by the single most frequent character n-gram (count * n / len)."""
+    """Share of units (characters, or word ids) covered by the most frequent n-gram (count * n / len)."""
     h = char_ngram_hashes(cps, n)
     if not len(h):
         return 0.0
@@ -96,7 +98,7 @@ def top_ngram_ratio(cps: np.ndarray, n: int) -> float:
 
 
 def duplicate_ngram_ratio(cps: np.ndarray, n: int) -> float:
-    """Share of characters covered by character n-grams that occur more than once."""
+    """Share of units (characters, or word ids) covered by n-grams that occur more than once."""
     h = char_ngram_hashes(cps, n)
     if not len(h):
         return 0.0
@@ -139,16 +141,29 @@ def repeated_lines_filter(lines: list[str], text: str, opts: CorpusOptions) -> s
     return None
 
 
+def _word_ids(text: str) -> np.ndarray:
+    words = _WORD.findall(text.lower())
+    return np.array([xxhash.xxh64_intdigest(w.encode("utf-8")) for w in words], dtype=np.uint64)
+
+
 def repeated_ngrams_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
-    cps = codepoints(_NON_WORD.sub("", text))
-    for n, limit in opts.max_top_ngram_ratio:
-        if top_ngram_ratio(cps, n) > limit:
+    """Gopher repetition: on characters for Chinese, on words for space-separated text."""
+    if cjk_ratio(text) >= 0.5:
+        units, top, dup = (
+            codepoints(_NON_WORD.sub("", text)),
+            opts.max_top_ngram_ratio,
+            opts.max_dup_ngram_ratio,
+        )
+    else:
+        units, top, dup = _word_ids(text), opts.max_top_word_ngram_ratio, opts.max_dup_word_ngram_ratio
+    for n, limit in top:
+        if top_ngram_ratio(units, n) > limit:
             return "repeated_ngrams"
     # Text covered by repeated (n+1)-grams is also covered by repeated n-grams, so the ratio only
     # falls as n grows: once it is under every remaining limit, larger n cannot fail.
-    checks = sorted(opts.max_dup_ngram_ratio)
+    checks = sorted(dup)
     for i, (n, limit) in enumerate(checks):
-        ratio = duplicate_ngram_ratio(cps, n)
+        ratio = duplicate_ngram_ratio(units, n)
         if ratio > limit:
             return "repeated_ngrams"
         if ratio <= min(lim for _, lim in checks[i:]):

@@ -60,6 +60,18 @@ class CorpusOptions:
     Much looser than Gopher's word-level 0.15..0.10: Chinese laws and reports legitimately repeat
     long names (中华人民共和国第八届全国人民代表大会...); the sample's maximum is 0.77 at n=5."""
 
+    max_top_word_ngram_ratio: tuple[tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
+    max_dup_word_ngram_ratio: tuple[tuple[int, float], ...] = (
+        (5, 0.15),
+        (6, 0.14),
+        (7, 0.13),
+        (8, 0.12),
+        (9, 0.11),
+        (10, 0.10),
+    )
+    """Gopher's own word-level values, for documents that are not Chinese (CJK ratio < 0.5), where
+    character n-grams repeat by nature (` the `, `tion `)."""
+
     # --- line-level rules across documents (C4-style) ---------------------------------------------
     line_min_chars: int = 5
     """Lines shorter than this are never counted as repeated across documents."""

@@ -52,6 +52,17 @@ def test_repeated_ngram_filter_on_characters():
     assert filters.duplicate_ngram_ratio(filters.codepoints("abcdexyzabcde"), 5) == 10 / 13
 
 
+def test_repetition_is_measured_on_words_for_latin_text():
+    english = [
+        "The first political philosopher to call himself an anarchist was Pierre-Joseph Proudhon, marking the "
+        "formal birth of anarchism in the mid-nineteenth century. Since the 1890s the term libertarianism has "
+        "often been used as a synonym for anarchism and was used almost exclusively in this sense until the 1950s."
+    ]
+    assert _reason(english, min_cjk_ratio=0.0) is None  # character 5-grams like " the " repeat naturally
+    spam = ["buy cheap pills now " * 30]
+    assert _reason(spam, min_cjk_ratio=0.0, min_terminal_ratio=0.0) == "repeated_ngrams"
+
+
 def test_char_ngram_hashes_match_python_ngrams():
     text = "中华人民共和国中华人民"
     h = filters.char_ngram_hashes(filters.codepoints(text), 3)
