@@ -185,15 +185,40 @@ class _Range(io.RawIOBase):
         return len(data)
 
 
-def _open_decompressed(item: dict):
-    raw = fileio.open_read(item["path"])
-    view = io.BufferedReader(_Range(raw, item.get("start", 0), item.get("end")), buffer_size=_CHUNK)
-    kind = _compression(item["path"])
-    if kind == "bz2":
-        return bz2.BZ2File(view)  # reads concatenated streams (multistream) transparently
-    if kind == "gz":
-        return gzip.GzipFile(fileobj=view)
-    return view
+class _Decompressed(io.RawIOBase):
+    """Decompressed bytes of a work item's byte range; closing it closes the underlying file (the
+    bz2/gzip readers leave a file object they were given open)."""
+
+    def __init__(self, item: dict):
+        self.raw = fileio.open_read(item["path"])
+        view = io.BufferedReader(_Range(self.raw, item.get("start", 0), item.get("end")), buffer_size=_CHUNK)
+        kind = _compression(item["path"])
+        self.stream = (
+            bz2.BZ2File(view) if kind == "bz2" else gzip.GzipFile(fileobj=view) if kind == "gz" else view
+        )
+        # BZ2File reads concatenated streams (multistream dumps) transparently
+
+    def readable(self):
+        return True
+
+    def read(self, size=-1):
+        return self.stream.read(size)
+
+    def read1(self, size=-1):
+        return self.stream.read1(size)
+
+    def readline(self, size=-1):
+        return self.stream.readline(size)
+
+    def close(self):
+        if not self.closed:
+            self.stream.close()
+            self.raw.close()
+        super().close()
+
+
+def _open_decompressed(item: dict) -> _Decompressed:
+    return _Decompressed(item)
 
 
 def _error(item: dict, where: str, error: str, detail: str, raw: bytes | str = b"") -> dict:
