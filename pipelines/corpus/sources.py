@@ -82,6 +82,8 @@ def plan_sources(specs: list[str]) -> list[dict]:
         spec = parse_source(raw)
         if spec.kind == "peoples-daily":
             path = "" if spec.pattern in ("", "sample") else spec.pattern
+            if path and not fileio.exists(path):
+                raise UserError(f"--source {raw}: no such file {path!r}")
             items.append({"kind": spec.kind, "path": path, "size": 0, "index": None, "start": 0, "end": None})
             continue
         found = fileio.match(spec.pattern)

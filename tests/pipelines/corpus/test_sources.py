@@ -32,6 +32,9 @@ def test_parse_source():
         sources.parse_source("text:")
     with pytest.raises(UserError):
         sources.plan_sources(["text:/no/such/file-*.txt"])
+    with pytest.raises(UserError):
+        sources.plan_sources(["peoples-daily:/no/such/199801.txt"])
+    assert sources.plan_sources(["peoples-daily:sample"])[0]["path"] == ""
 
 
 def test_multistream_split_into_ranges_reads_every_page_once(tmp_path):
