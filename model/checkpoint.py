@@ -91,7 +91,8 @@ def _full_state_options():
 
 
 def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Full state dict (collective under FSDP2; call on every rank), each tied tensor once."""
+    """Full state dict (collective under FSDP2; call on every rank; empty on ranks other than 0 of a
+    process group), each tied tensor once."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     state = get_model_state_dict(model, options=_full_state_options())
@@ -100,10 +101,13 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """(tensors, json) of the full optimizer state keyed by parameter names (collective under FSDP2)."""
+    """(tensors, json) of the full optimizer state keyed by parameter names (collective under FSDP2;
+    empty on ranks other than 0)."""
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     osd = get_optimizer_state_dict(model, optimizer, options=_full_state_options())
+    if not osd:  # with a process group, only rank 0 receives the full state (cpu_offload)
+        return {}, {}
     tensors, scalars = {}, {}
     for name, slots in osd["state"].items():
         for slot, value in slots.items():

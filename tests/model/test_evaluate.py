@@ -1,0 +1,95 @@
+"""`albert evaluate`: metrics on the eval split, baselines measured on the same predictions, Wilson CIs."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from flows.cli import main as albert
+from model.data import find_instances, iter_records, parse_examples
+from model.evaluate import evaluate_checkpoint, wilson
+
+
+def test_wilson_interval_known_values():
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson(10, 10)[1] == pytest.approx(1.0) and wilson(0, 0) == (0.0, 0.0)
+
+
+def split_labels(instances: str, split: str):
+    data = find_instances(instances, split)
+    ids, sop = [], []
+    for path in glob.glob(os.path.join(instances, f"{split}-*.tfrecord")):
+        recs = [r for r, _ in iter_records(path)]
+        a = parse_examples(recs, data.lengths, ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels"))
+        ids.append(a["masked_lm_ids"][a["masked_lm_weights"] > 0])
+        sop.append(a["next_sentence_labels"][:, 0])
+    return np.concatenate(ids), np.concatenate(sop)
+
+
+@pytest.fixture(scope="module")
+def constant_checkpoint(tmp_path_factory, instances_dir):
+    """A model that always predicts the most frequent train token and the majority train SOP label
+    (huge output biases): its accuracies must equal the baselines exactly."""
+    from model.albert import AlbertForPreTraining
+    from model.config import AlbertConfig
+    from model.convert import save_pretrained
+    from pipelines.tokenizer import Tokenizer
+    from tests.model.train_fixtures import TINY_MODEL
+
+    vocab = os.path.join(find_instances(instances_dir).vocab_model)
+    config = AlbertConfig(**{**TINY_MODEL, "vocab_size": Tokenizer.load(vocab).vocab_size})
+    model = AlbertForPreTraining(config)
+    ids, sop = split_labels(instances_dir, "train")
+    with torch.no_grad():
+        model.predictions.bias[np.bincount(ids).argmax()] = 1e4
+        model.sop_classifier.classifier.bias[np.bincount(sop).argmax()] = 1e4
+    return str(save_pretrained(model, tmp_path_factory.mktemp("ckpt"), vocab))
+
+
+def test_report_and_baselines(constant_checkpoint, instances_dir):
+    r = evaluate_checkpoint(constant_checkpoint, instances_dir, batch_size=16, log=lambda m: None)
+    train_ids, train_sop = split_labels(instances_dir, "train")
+    eval_ids, eval_sop = split_labels(instances_dir, "eval")
+    top = int(np.bincount(train_ids).argmax())
+    b = r["baselines"]
+    base = b["masked_lm_most_frequent_train_token"]
+    assert base["token_id"] == top and base["source"] == "train split labels"
+    assert base["n"] == r["masked_lm"]["n"] == len(eval_ids)
+    assert base["accuracy"] == pytest.approx(float((eval_ids == top).mean()))
+    # The constant model IS that baseline: same predictions, same accuracy.
+    assert r["masked_lm"]["accuracy"] == pytest.approx(base["accuracy"])
+    assert r["masked_lm"]["ci95"] == pytest.approx(list(wilson(base["correct"], base["n"])))
+    majority = b["sentence_order_majority_train_label"]
+    assert majority["label"] == int(np.bincount(train_sop).argmax()) and majority["n"] == len(eval_sop)
+    assert r["sentence_order"]["accuracy"] == pytest.approx(float((eval_sop == majority["label"]).mean()))
+    assert b["sentence_order_chance"]["accuracy"] == 0.5
+    oracle = b["masked_lm_most_frequent_eval_token_oracle"]
+    assert oracle["accuracy"] == pytest.approx(np.bincount(eval_ids).max() / len(eval_ids))
+    counts = np.bincount(train_ids, minlength=r_vocab(constant_checkpoint)) + 1
+    unigram = -np.log(counts[eval_ids] / counts.sum()).mean()
+    assert b["masked_lm_unigram_loss"] == pytest.approx(unigram, rel=1e-6)
+    assert r["masked_lm"]["loss"] > 0 and r["sentence_order"]["loss"] >= 0
+
+
+def r_vocab(checkpoint: str) -> int:
+    return json.load(open(os.path.join(checkpoint, "config.json")))["vocab_size"]
+
+
+def test_cli_writes_json(tmp_path, constant_checkpoint, instances_dir, capsys):
+    out = str(tmp_path / "eval.json")
+    code = albert(
+        ["evaluate", "--checkpoint", constant_checkpoint, "--instances", instances_dir, "--out", out]
+    )
+    assert code == 0
+    report = json.load(open(out))
+    assert set(report) >= {"masked_lm", "sentence_order", "baselines"}
+    printed = capsys.readouterr().out
+    assert "MLM accuracy" in printed and "baseline most frequent train token" in printed
+    code = albert(["evaluate", "--checkpoint", str(tmp_path / "nope"), "--instances", instances_dir])
+    assert code == 2 and "checkpoint folder not found" in capsys.readouterr().err

