@@ -1,14 +1,16 @@
 """Deduplication as Beam composite transforms. Per-element logic lives in minhash.py / clean.py.
 
 Every transform keeps memory per worker bounded: groups are iterated (twice where needed) rather than
-materialised, except LSH buckets (signatures of one bucket) and the last connected-components step,
-which only sees labels that had not converged after `cc_rounds` rounds (none, in practice).
+materialised, except LSH buckets of up to BIG_BUCKET members (larger ones are streamed) and the last
+connected-components step, which only sees labels that had not converged after `cc_rounds` rounds
+(none, in practice).
 
 PCollection shapes (id: document id str):
 
     ExactDuplicates:   (text_hash, id)            -> (id, survivor id)      removed ids only
     NearDuplicates:    (id, signature bytes)      -> (id, survivor id)      removed ids only
     ConnectedComponents: (id_a, id_b) edges       -> (id, smallest id of its component), non-roots
+    SurvivorCheck:     removals + signatures      -> the removals similar to their own survivor
     RepeatedLines:     (line_hash, id)            -> (id, (line_hash, reason))   lines to remove
 """
 
