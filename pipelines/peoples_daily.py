@@ -56,15 +56,19 @@ def _sentences_with_words(words: list[str]) -> tuple[list[str], list[list[str]]]
     """Split a paragraph (as gold words) into sentences, keeping every word whole: a sentence boundary
     found by `split_sentences` inside a word moves to that word's end."""
     text = "".join(words)
-    ends, pos = set(), 0
+    ends, pos = [], 0
     for s in split_sentences(text, max_chars=10**9):
         pos = text.index(s, pos) + len(s)
-        ends.add(pos)
-    sentences, sent_words, cur, offset = [], [], [], 0
+        ends.append(pos)
+    sentences, sent_words, cur, offset, k = [], [], [], 0, 0
     for w in words:
         cur.append(w)
         offset += len(w)
-        if any(offset - len(w) < e <= offset for e in ends) or offset == len(text):
+        crossed = False
+        while k < len(ends) and ends[k] <= offset:  # a sentence end inside or at the end of this word
+            crossed = True
+            k += 1
+        if crossed or offset == len(text):
             sentence = "".join(cur).strip()
             if sentence:
                 sentences.append(sentence)
