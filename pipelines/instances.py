@@ -295,7 +295,7 @@ def run_pipeline(
     if stale:
         FileSystems.delete([m.path for m in stale])
     if not any(a.startswith("--runner") for a in beam_args):
-        beam_args = ["--runner=DirectRunner", *beam_args]
+        beam_args = ["--runner=DirectRunner", *beam_args]  # never Beam's default Prism (a download)
     options = PipelineOptions(beam_args)
     started = time.time()
     with beam.Pipeline(options=options) as p:
@@ -371,6 +371,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="characters per packing group (memory per worker)",
     )
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--runner", default="DirectRunner", help="Beam runner; other Beam options pass through")
+
+
+def beam_flags(runner: str, extra: list[str]) -> list[str]:
+    """Flags for Beam: the DirectRunner in one process by default (`--direct_running_mode
+    multi_processing --direct_num_workers N` spreads input files over N processes); a remote runner
+    (Dataflow, Flink, Spark) gets the small worker wheel of `pipelines/` unless an image, setup file or
+    package is given. Unknown flags are an error, not a silently different run."""
+    from pipelines.corpus import stage
+
+    if runner not in ("DirectRunner", "direct"):
+        return stage.beam_flags(runner, extra)
+    flags = [*extra, "--runner", runner]
+    if not any(f.startswith("--direct_running_mode") for f in extra):
+        flags += ["--direct_running_mode", "in_memory"]
+    stage.check_beam_flags(flags)
+    return flags
 
 
 def config_from_args(args: argparse.Namespace) -> InstanceConfig:
@@ -391,7 +408,7 @@ def config_from_args(args: argparse.Namespace) -> InstanceConfig:
 
 
 def run(args: argparse.Namespace, beam_args: list[str] | None = None) -> int:
-    beam_args = list(getattr(args, "beam_args", None) or beam_args or [])
+    beam_args = beam_flags(args.runner, list(getattr(args, "beam_args", None) or beam_args or []))
     config = config_from_args(args)
     inputs = resolve_inputs(args.text, args.corpus)
     manifest = run_pipeline(inputs, args.vocab, args.out, config, beam_args)

@@ -18,8 +18,12 @@ from importlib import metadata
 import pipelines
 
 DIST_NAME = "albert_pipelines"
-# Imported by pipelines.corpus on workers, beyond apache-beam itself (which the worker image has).
-WORKER_REQUIREMENTS = ("opencc", "zhconv", "mwparserfromhell", "xxhash", "numpy", "fsspec", "snownlp")
+# Imported on workers by the corpus and instance stages, beyond apache-beam itself (which the worker
+# image has): the instance stage adds sentencepiece, rjieba and google-crc32c.
+WORKER_REQUIREMENTS = (
+    "opencc", "zhconv", "mwparserfromhell", "xxhash", "numpy", "fsspec", "snownlp",
+    "sentencepiece", "rjieba", "google-crc32c",
+)  # fmt: skip
 
 
 def _version() -> str:

@@ -235,3 +235,26 @@ def test_cli_errors_are_one_line(tmp_path, vocab_dir, capsys):
         albert(["instances", "--vocab", vocab_dir, "--out", str(tmp_path / "o"), "--dupe-factor", "0"]) == 2
     )
     assert "dupe_factor" in capsys.readouterr().err
+
+
+def test_dataflow_gets_the_worker_wheel_with_the_instance_stage_dependencies(tmp_path):
+    """What would be sent to Dataflow, without contacting GCP."""
+    import zipfile
+
+    from pipelines.errors import UserError
+    from pipelines.instances import beam_flags
+
+    flags = beam_flags("DataflowRunner", ["--project", "p", "--region", "r", "--temp_location", "gs://b/tmp"])
+    wheel = flags[flags.index("--extra_package") + 1]
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        meta = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
+    assert "pipelines/instances.py" in names and "pipelines/tokenizer.py" in names
+    assert not any(n.startswith(("model/", "flows/")) for n in names), "no torch/Prefect code on workers"
+    for dep in ("sentencepiece", "rjieba", "google-crc32c"):
+        assert f"Requires-Dist: {dep}==" in meta
+    with pytest.raises(UserError, match="--temp_location"):
+        beam_flags("DataflowRunner", ["--project", "p", "--region", "r"])
+    with pytest.raises(UserError, match="--no_such_flag"):
+        beam_flags("DirectRunner", ["--no_such_flag", "1"])
+    assert "in_memory" in beam_flags("DirectRunner", [])
