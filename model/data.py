@@ -393,6 +393,16 @@ def _masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+def _unmask_crc(masked: int) -> int:
+    """The raw CRC32C whose masked form is `masked` (TFRecord stores masked CRCs)."""
+    rot = (masked - 0xA282EAD8) & 0xFFFFFFFF
+    return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+_HEADER = struct.Struct("<QI")
+_FOOTER = struct.Struct("<I")
+
+
 def _open(path: str, mode: str = "rb"):
     if "://" in path:
         import fsspec
@@ -406,6 +416,10 @@ def iter_records(path: str, offset: int = 0, verify: bool = True, chunk: int = 1
 
     Reads in large chunks (few system calls); the length CRC is always checked, the data CRC when
     `verify` (a corrupt file is an error naming the file and byte offset, never a silent skip)."""
+    import google_crc32c
+
+    crc = google_crc32c.value
+    header, footer = _HEADER.unpack_from, _FOOTER.unpack_from
     with _open(path) as f:
         f.seek(offset)
         buf, base, pos = b"", offset, 0  # buf[pos] is at file offset base + pos
@@ -418,21 +432,21 @@ def iter_records(path: str, offset: int = 0, verify: bool = True, chunk: int = 1
                     return
                 if len(buf) < 12:
                     raise RecordError(f"{path}: truncated record header at byte {base}")
-            header = buf[pos : pos + 8]
-            (length,) = struct.unpack_from("<Q", buf, pos)
-            if struct.unpack_from("<I", buf, pos + 8)[0] != _masked_crc(header):
+            length, length_crc = header(buf, pos)
+            if crc(buf[pos : pos + 8]) != _unmask_crc(length_crc):
                 raise RecordError(f"{path}: corrupt record length at byte {base + pos}")
-            need = 12 + length + 4
-            if len(buf) - pos < need:
-                buf = buf[pos:] + f.read(max(chunk, need))
+            end = pos + 12 + length
+            if len(buf) < end + 4:
+                buf = buf[pos:] + f.read(max(chunk, end + 4 - pos))
                 base += pos
+                end -= pos
                 pos = 0
-                if len(buf) < need:
+                if len(buf) < end + 4:
                     raise RecordError(f"{path}: truncated record at byte {base}")
-            data = buf[pos + 12 : pos + 12 + length]
-            if verify and struct.unpack_from("<I", buf, pos + 12 + length)[0] != _masked_crc(data):
+            data = buf[pos + 12 : end]
+            if verify and crc(data) != _unmask_crc(footer(buf, end)[0]):
                 raise RecordError(f"{path}: corrupt record data at byte {base + pos}")
-            pos += need
+            pos = end + 4
             yield data, base + pos
 
 
@@ -564,6 +578,7 @@ class InstanceStream(torch.utils.data.IterableDataset):
         epochs: int | None = None,
         verify: bool = True,
         names: tuple[str, ...] = tuple(TORCH_NAMES),
+        decode_chunk: int = 1024,
     ):
         super().__init__()
         if batch_size < 1:
@@ -576,6 +591,8 @@ class InstanceStream(torch.utils.data.IterableDataset):
         self.rank, self.world_size = rank, world_size
         self.start = start or Position()
         self.epochs, self.verify, self.names = epochs, verify, names
+        self.decode_chunk = decode_chunk
+        """Records parsed per call (several batches at once)."""
 
     def _epoch_records(self, order: list[int], fi: int, offset: int) -> Iterator[tuple[bytes, int, int]]:
         """(record, file index, byte offset) of the records of one epoch from (fi, offset); the position
@@ -610,8 +627,9 @@ class InstanceStream(torch.utils.data.IterableDataset):
         first = self.start.next_batch
         s = self.start
         element = s.element
-        pending: list[bytes] = []
+        pending: list[bytes] = []  # records of the batch being filled
         pending_index, pending_mark = -1, None
+        done: list[tuple[list[bytes], Position]] = []  # complete batches, decoded together
         for (epoch, window, fi, offset, record), records in self._windows(s):
             mark = Position(epoch, window, fi, offset, record, element, 0)
             perm = window_order(len(records), self.seed, epoch, window, self.shuffle)
@@ -623,15 +641,29 @@ class InstanceStream(torch.utils.data.IterableDataset):
                         pending_index, pending_mark = i, mark
                     pending.append(records[perm[p]])
                     if len(pending) == b:
-                        yield self._decode(pending), dataclasses.replace(pending_mark, next_batch=i + 1)
+                        done.append((pending, dataclasses.replace(pending_mark, next_batch=i + 1)))
                         pending = []
+                        if len(done) * b >= self.decode_chunk:
+                            yield from self._decode(done)
+                            done = []
                 element += 1
+            if done:  # do not hold decoded-ready batches across a window read
+                yield from self._decode(done)
+                done = []
         if pending:  # a finite stream's last, short batch
-            yield self._decode(pending), dataclasses.replace(pending_mark, next_batch=pending_index + 1)
+            done.append((pending, dataclasses.replace(pending_mark, next_batch=pending_index + 1)))
+        yield from self._decode(done)
 
-    def _decode(self, records: list[bytes]) -> dict[str, torch.Tensor]:
-        arrays = parse_examples(records, self.data.lengths, self.names)
-        return to_torch(arrays)
+    def _decode(self, batches: list[tuple[list[bytes], Position]]) -> Iterator[tuple[dict, Position]]:
+        """Parse several batches in one call (numpy's per-call overhead amortised), then split them."""
+        if not batches:
+            return
+        arrays = parse_examples([r for recs, _ in batches for r in recs], self.data.lengths, self.names)
+        start = 0
+        for recs, position in batches:
+            part = {k: v[start : start + len(recs)] for k, v in arrays.items()}
+            start += len(recs)
+            yield to_torch(part), position
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()

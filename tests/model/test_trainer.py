@@ -149,3 +149,27 @@ def test_init_checkpoint_starts_from_given_weights(tmp_path, instances_dir, mode
     for k, v in trainer.model.state_dict().items():
         if k in start:
             assert torch.equal(v, start[k]), k
+
+
+def test_tpu_without_torch_xla_is_a_clear_error(tmp_path, instances_dir, model_config_file):
+    pytest.importorskip("torch")
+    try:
+        import torch_xla  # noqa: F401
+
+        pytest.skip("torch_xla is installed")
+    except ImportError:
+        pass
+    with pytest.raises(UserError, match="--device tpu needs torch_xla"):
+        Trainer(train_config(instances_dir, str(tmp_path / "r"), model_config_file, device="tpu"))
+
+
+def test_bench_train_reports_loader_and_step_rates(instances_dir):
+    from model.bench_train import format_table, run_train_bench
+
+    r = run_train_bench(
+        instances_dir, configs=("tiny",), batch_size=2, steps=1, reference=False, loader_seconds=0.2
+    )
+    assert r["loader"]["ours"]["per_cpu_second"] > 0 and r["loader"]["ours"]["instances"] > 0
+    (t,) = r["train"]
+    assert t["config"] == "tiny" and t["steps_per_s"] > 0 and t["tokens_per_s"] > 0 and t["seq_len"] == 64
+    assert "instances/s per core" in format_table(r)
