@@ -221,7 +221,14 @@ def load_pretrained(
 
 
 def _hf_tokenizer_files(spm_path: Path, out: Path) -> None:
-    """spiece.model + tokenizer_config.json so transformers' AlbertTokenizer loads the vocabulary."""
+    """spiece.model + tokenizer_config.json so transformers' AlbertTokenizer loads the vocabulary.
+
+    The ids of [CLS]/[SEP]/[MASK]/pad/unk are those of the model. Caveat: pipelines.tokenizer also
+    normalizes text and splits CJK characters before SentencePiece, which AlbertTokenizer does not,
+    so transformers' tokenization of raw Chinese text can differ from the pretraining data's.
+    (Recent transformers convert .model files through protobuf; with an incompatible protobuf pin
+    they cannot read them at all: the files are still the right ones.)
+    """
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
