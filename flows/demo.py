@@ -70,7 +70,9 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
             (
                 f"{vocab['counts']['vocab_size']:,} pieces"
                 if vocab.get("counts")
-                else f"production {vocab.get('from_production')}'s spm.model"
+                else f"production {vocab['from_production']}'s spm.model"
+                if vocab.get("from_production")
+                else "the spm.model of the checkpoint it continues"
             )
             + f"  [{reused(vocab)}]",
         ),
@@ -139,6 +141,22 @@ FINETUNE_ARGS = [
 ]  # fmt: skip
 
 
+def previous_candidate(out: str) -> str | None:
+    """The demo's last candidate, when the registry has no production model yet (it did not beat the
+    baselines): the next run continues training it instead of starting again from scratch. With a
+    production model, repretrain continues from production itself."""
+    from flows.registry import Registry
+
+    if Registry(os.path.abspath(os.path.join(out, "registry"))).production():
+        return None
+    try:
+        with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
+            ckpt = json.load(f)["pretrain"]["checkpoint"]
+    except (OSError, KeyError, ValueError):
+        return None
+    return ckpt if os.path.exists(os.path.join(ckpt, "model.safetensors")) else None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help=f"storage root of the demo [{DEFAULT_OUT}]")
     p.add_argument("--steps", type=int, default=150, help="training steps per candidate")
@@ -170,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.time()
     result = repretrain(
+        init_checkpoint=previous_candidate(args.out),
         sources=["peoples-daily:"],
         storage_root=args.out,
         vocab_size=args.vocab_size,

@@ -125,6 +125,7 @@ def promote(
         run_dir=lineage.get("run_dir"),
         flow_run_id=flow_run_id(),
         parent_version=lineage.get("parent_version", pointer["version"] if pointer else None),
+        init_checkpoint=lineage.get("init_checkpoint"),
     )
     if spm_model is None and lineage.get("vocab_dir"):
         spm_model = os.path.join(lineage["vocab_dir"], "spm.model")

@@ -608,6 +608,7 @@ def build_lineage(
     run_dir: str | None = None,
     flow_run_id: str | None = None,
     parent_version: str | None = None,
+    init_checkpoint: str | None = None,
 ) -> dict:
     """Where a checkpoint came from: stage folders with the sha256 of their manifests, the vocabulary
     and config hashes, the code version and the package versions."""
@@ -636,5 +637,6 @@ def build_lineage(
         "packages": package_versions(),
         "flow_run_id": flow_run_id,
         "parent_version": parent_version,
+        "init_checkpoint": init_checkpoint,
         "created_at": _now(),
     }

@@ -47,10 +47,12 @@ def repretrain(
     warmup_steps: int | None = None,
     seed: int = 12345,
     continue_from_production: bool = True,
+    init_checkpoint: str | None = None,
     pretrain_backend: str = "local",
     pretrain_deployment: str = "pretrain/gpu-vertex",
     gpu_job: dict[str, Any] = {},  # noqa: B006
     nproc_per_node: int = 1,
+    pretrain_args: list[str] = [],  # noqa: B006
     eval_instances: str | None = None,
     model_name: str = DEFAULT_MODEL,
     min_improvement: float = GateConfig.min_improvement,
@@ -62,9 +64,9 @@ def repretrain(
     """Re-pretrain on the (newest) corpus and gate the candidate against production.
 
     gpu_job: job variables of the GPU pool when pretrain_backend="deployment" (image, accelerator,
-    resources). eval_instances: a frozen eval set (instances folder); default: this run's eval split.
+    resources). pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a frozen eval set (instances folder); default: this run's eval split.
     finetune_task: a downstream task (see `albert finetune --help`) for the fine-tuning lift and the
-    gate's downstream check. Returns every stage's result and the promotion decision."""
+    gate's downstream check. init_checkpoint: warm-start from this checkpoint instead of production. Returns every stage's result and the promotion decision."""
     log = logger()
     root = absolute(storage_root)
     registry = join(root, "registry")
@@ -78,7 +80,17 @@ def repretrain(
     )
 
     production = Registry(registry, model_name).production() if continue_from_production else None
-    if production:
+    if init_checkpoint:
+        # An explicit warm start (e.g. the demo continuing its last candidate): that checkpoint's own
+        # spm.model is the vocabulary.
+        vocab = {
+            "stage": "vocab",
+            "dir": absolute(init_checkpoint),
+            "reused": True,
+            "from_checkpoint": init_checkpoint,
+        }
+        log.info("continuing from %s with its vocabulary", init_checkpoint)
+    elif production:
         # The production model's own vocabulary: its embeddings only fit those ids.
         vocab = {
             "stage": "vocab",
@@ -94,7 +106,6 @@ def repretrain(
         )
     else:
         vocab = train_vocab(corpus_dir=corpus["dir"], storage_root=root, vocab_size=vocab_size)
-        init_checkpoint = None
 
     instances = build_instances(
         corpus_dir=corpus["dir"],
@@ -120,6 +131,7 @@ def repretrain(
         deployment=pretrain_deployment,
         job_variables=gpu_job,
         nproc_per_node=nproc_per_node,
+        extra_args=pretrain_args,
     )
 
     downstream = None
@@ -146,6 +158,7 @@ def repretrain(
             "instances_dir": instances["dir"],
             "run_dir": run["dir"],
             "parent_version": production["version"] if production else None,
+            "init_checkpoint": init_checkpoint,
         },
         max_batches=max_eval_batches,
     )

@@ -63,27 +63,40 @@ def chain(tmp_path_factory, sample_text) -> dict:
     return {"root": root, "result": result}
 
 
-def read_artifact(key: str):
-    """The latest artifact with this key (None when there is none)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from prefect.client.schemas.sorting import ArtifactSort
+def _post(path: str, body: dict) -> list[dict]:
+    """POST a filter to the test server's REST API (the 3.8 client sends nulls this server refuses)."""
+    import asyncio
 
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-            sort=ArtifactSort.CREATED_DESC,
-            limit=1,
+    from prefect.client.orchestration import get_client
+
+    async def go():
+        async with get_client() as client:
+            response = await client._client.post(path, json=body)
+            response.raise_for_status()
+            return response.json()
+
+    return asyncio.run(go())
+
+
+class Artifact:
+    def __init__(self, raw: dict):
+        self.key, self.type, self.data, self.flow_run_id = (
+            raw["key"],
+            raw["type"],
+            raw["data"],
+            raw["flow_run_id"],
         )
-    return found[0] if found else None
+
+
+def read_artifact(key: str) -> Artifact | None:
+    """The latest artifact with this key (None when there is none)."""
+    found = _post(
+        "/artifacts/filter", {"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1}
+    )
+    return Artifact(found[0]) if found else None
 
 
 def flow_run_logs(flow_run_id) -> list[str]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
-    with get_client(sync_client=True) as client:
-        logs = client.read_logs(
-            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200
-        )
-    return [log.message for log in logs]
+    """Messages logged by a flow run and its task runs (oldest first)."""
+    body = {"logs": {"flow_run_id": {"any_": [str(flow_run_id)]}}, "sort": "TIMESTAMP_ASC", "limit": 200}
+    return [log["message"] for log in _post("/logs/filter", body)]

@@ -1,0 +1,395 @@
+"""The flows on tiny data under one Prefect test server: the chain, artifacts, reuse of finished stages,
+Prefect's cache, resume after a failed stage, pretraining resume, retries, the GPU hand-off, promote."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pipelines.errors import UserError
+from tests.flows.conftest import TINY, flow_run_logs, read_artifact
+
+
+def _mtime(stage_dir: str) -> float:
+    return os.path.getmtime(os.path.join(stage_dir, "manifest.json"))
+
+
+# ------------------------------------------------------------------------------------------ the chain
+
+
+def test_chain_writes_every_stage_and_artifacts(chain):
+    r = chain["result"]
+    for stage in ("corpus", "vocab", "instances", "pretrain"):
+        assert os.path.exists(os.path.join(r[stage]["dir"], "manifest.json")), stage
+        assert r[stage]["dir"].startswith(chain["root"])
+        assert not r[stage]["reused"]
+    assert r["corpus"]["counts"]["read"] == 50
+    assert os.path.isdir(r["pretrain"]["checkpoint"])
+    assert r["pretrain"]["summary"]["loss_curve_png"].endswith("curves.png")
+
+    stats = read_artifact("corpus-stats")
+    rows = json.loads(stats.data)
+    assert {"outcome": "kept", "reason": "", "documents": r["corpus"]["counts"]["kept"]} in rows
+    assert rows[-1]["documents"] == "holds"
+    inst = json.loads(read_artifact("instance-stats").data)
+    assert [row["split"] for row in inst] == ["train", "eval"]
+    assert 0.4 < inst[0]["sop_swapped_fraction"] < 0.6
+    training = json.loads(read_artifact("training-summary").data)
+    assert any(row["item"] == "loss curve PNG" and row["value"].endswith("curves.png") for row in training)
+    evals = json.loads(read_artifact("eval-metrics").data)
+    mlm = next(row for row in evals if row["metric"] == "mlm_loss")
+    assert "unigram" in mlm["baselines"] and mlm["candidate"] > 0
+    decision = read_artifact("promotion-decision").data
+    assert "Reasons:" in decision and "unigram" in decision
+
+
+def test_first_candidate_faces_the_baselines(chain):
+    """Four training steps cannot beat the unigram baseline: the gate says so, nothing is promoted,
+    and the decision is in the log."""
+    from flows.registry import Registry
+
+    promo = chain["result"]["promotion"]
+    assert promo["previous"] is None
+    assert promo["event"] == "reject"
+    assert any("does not beat the best trivial baseline" in r for r in promo["decision"]["reasons"])
+    reg = Registry(chain["result"]["registry"])
+    assert reg.production() is None
+    assert reg.log()[0]["event"] == "reject"
+
+
+def test_rerun_reuses_every_finished_stage(chain, sample_text):
+    from flows.repretrain import repretrain
+
+    r1 = chain["result"]
+    before = {s: _mtime(r1[s]["dir"]) for s in ("corpus", "vocab", "instances", "pretrain")}
+    r2 = repretrain(sources=[f"text:{sample_text}"], storage_root=chain["root"], **TINY)
+    for stage in ("corpus", "vocab", "instances", "pretrain"):
+        assert r2[stage]["reused"], stage
+        assert r2[stage]["dir"] == r1[stage]["dir"]
+        assert _mtime(r2[stage]["dir"]) == before[stage], f"{stage} was rewritten"
+    # the gate ran again, on a fresh evaluation of the same candidate
+    assert r2["promotion"]["candidate_metrics"]["mlm_loss"] == pytest.approx(
+        r1["promotion"]["candidate_metrics"]["mlm_loss"], abs=1e-6
+    )
+
+
+def test_changed_options_rebuild_only_downstream_stages(chain):
+    from flows.build_instances import build_instances
+
+    r = chain["result"]
+    again = build_instances(
+        corpus_dir=r["corpus"]["dir"],
+        vocab_dir=r["vocab"]["dir"],
+        storage_root=chain["root"],
+        max_seq_length=64,
+        max_predictions=10,
+    )
+    assert again["reused"] and again["dir"] == r["instances"]["dir"]
+    other = build_instances(
+        corpus_dir=r["corpus"]["dir"],
+        vocab_dir=r["vocab"]["dir"],
+        storage_root=chain["root"],
+        max_seq_length=64,
+        max_predictions=12,
+    )
+    assert not other["reused"] and other["dir"] != r["instances"]["dir"]
+
+
+def test_evaluation_is_cached_by_prefect_across_runs(chain):
+    from prefect import flow
+
+    from flows.evaluate import eval_json_path, evaluate_checkpoint
+
+    r = chain["result"]
+    ckpt, inst = r["pretrain"]["checkpoint"], r["instances"]["dir"]
+    out, weights = eval_json_path(chain["root"], ckpt, inst)
+
+    @flow
+    def twice() -> list[str]:
+        first = evaluate_checkpoint(ckpt, weights, inst, out, return_state=True)
+        second = evaluate_checkpoint(ckpt, weights, inst, out, return_state=True)
+        other = evaluate_checkpoint(ckpt, "0" * 64, inst, out, return_state=True)  # other weights: not cached
+        return [first.name, second.name, other.name]
+
+    names = twice()
+    assert names[1] == "Cached" and names[2] != "Cached"
+
+
+# --------------------------------------------------------------------------------- failure and resume
+
+
+def test_rerun_after_a_failed_stage_resumes_there(chain, sample_text):
+    """repretrain fails in pretraining after a checkpoint; the rerun reuses every finished stage and
+    the trainer resumes from that checkpoint, its output streamed to the flow logs."""
+    from flows.repretrain import repretrain
+
+    r1 = chain["result"]
+    params = {**TINY, "steps": 8, "max_eval_batches": 2}
+    # The trainer's testing hook makes the loss NaN from step 3 on: it stops (diverged, exit code 2:
+    # not retried) after writing step-2. Both flags are run-only options: not part of the run's key.
+    broken = ["--save-every", "2", "--inject-nan-steps", "3,4,5,6,7"]
+    state = repretrain(
+        sources=[f"text:{sample_text}"],
+        storage_root=chain["root"],
+        pretrain_args=broken,
+        **params,
+        return_state=True,
+    )
+    assert state.is_failed()
+    task_failure = read_artifact("pretrain-process-failure").data
+    assert (
+        "non-finite" in task_failure and "Last output lines" in task_failure and "To resume" in task_failure
+    )
+    assert "pretrain" in read_artifact("repretrain-failure").data
+    runs = os.path.join(chain["root"], "runs")
+    partial = [d for d in os.listdir(runs) if not os.path.exists(os.path.join(runs, d, "manifest.json"))]
+    assert len(partial) == 1
+    run_dir = os.path.join(runs, partial[0])
+    assert os.listdir(os.path.join(run_dir, "checkpoints")) == ["step-2"]
+
+    state = repretrain(
+        sources=[f"text:{sample_text}"],
+        storage_root=chain["root"],
+        pretrain_args=["--save-every", "2"],
+        **params,
+        return_state=True,
+    )
+    r2 = state.result()
+    for stage in ("corpus", "vocab", "instances"):
+        assert r2[stage]["reused"] and r2[stage]["dir"] == r1[stage]["dir"], stage
+    assert r2["pretrain"]["dir"] == run_dir and not r2["pretrain"]["reused"]
+    assert r2["pretrain"]["checkpoint"].endswith("step-8")
+    assert r2["promotion"]["candidate"] == r2["pretrain"]["checkpoint"]
+    # the pretrain subflow's logs hold the trainer's own lines, resume included
+    pretrain_run = _subflow_run_id(state.state_details.flow_run_id, "pretrain")
+    logs = "\n".join(flow_run_logs(pretrain_run))
+    assert "resumed from" in logs and "step-2" in logs and "step 8/8" in logs
+
+
+def _subflow_run_id(parent_id, flow_name: str) -> str:
+    from tests.flows.conftest import _post
+
+    runs = _post(
+        "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [str(parent_id)]}}, "limit": 50}
+    )
+    flows = {f["id"]: f["name"] for f in _post("/flows/filter", {"limit": 50})}
+    return next(r["id"] for r in runs if flows[r["flow_id"]] == flow_name)
+
+
+def test_transient_failures_are_retried_and_user_errors_are_not(monkeypatch):
+    from prefect import flow
+
+    import flows.train_vocab as tv
+
+    assert tv.run_vocab_stage.retries == 2
+    delays = tv.run_vocab_stage.retry_delay_seconds
+    assert isinstance(delays, list) and delays == sorted(delays) and delays[0] > 0  # exponential backoff
+    calls = []
+
+    def flaky(command, argv):
+        calls.append(command)
+        if len(calls) == 1:
+            raise ConnectionError("simulated network blip")
+
+    monkeypatch.setattr(tv, "run_cli", flaky)
+    fast = tv.run_vocab_stage.with_options(retry_delay_seconds=0, on_failure=[])
+
+    @flow
+    def once() -> str:
+        return fast("corpus", "out", [], return_state=True).type.value
+
+    assert once() == "COMPLETED" and len(calls) == 2
+
+    def bad_input(command, argv):
+        calls.append(command)
+        raise UserError("bad option")
+
+    calls.clear()
+    monkeypatch.setattr(tv, "run_cli", bad_input)
+    assert once() == "FAILED" and len(calls) == 1
+
+
+def test_stream_process_times_out_and_reports_the_tail():
+    import sys
+    import time
+
+    from flows.common import StageProcessError, stream_process
+
+    lines = []
+    started = time.time()
+    with pytest.raises(TimeoutError):
+        stream_process(
+            [sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(60)"],
+            lines.append,
+            timeout_s=2,
+        )
+    assert lines == ["hi"] and time.time() - started < 30
+    with pytest.raises(StageProcessError) as err:
+        stream_process([sys.executable, "-c", "print('a'); print('b'); raise SystemExit(3)"], lines.append)
+    assert err.value.returncode == 3 and err.value.tail == ["a", "b"]
+
+
+# ------------------------------------------------------------------------------------ GPU hand-off
+
+
+class _FakeState:
+    def __init__(self, ok: bool):
+        self.ok, self.name = ok, "Completed" if ok else "Crashed"
+
+    def is_completed(self):
+        return self.ok
+
+
+class _FakeRun:
+    def __init__(self, ok: bool):
+        self.id, self.state = "fake-run-id", _FakeState(ok)
+
+
+def test_pretraining_is_handed_to_a_gpu_deployment(chain, monkeypatch):
+    import prefect.deployments
+
+    from flows.pretrain import pretrain
+
+    sent = []
+    job = {
+        "image": "albert-trainer:test",
+        "machine_type": "a2-highgpu-1g",
+        "accelerator_type": "NVIDIA_TESLA_A100",
+        "accelerator_count": 1,
+    }
+
+    def fake_run_deployment(name, parameters, job_variables, timeout):
+        sent.append(
+            {"name": name, "parameters": parameters, "job_variables": job_variables, "timeout": timeout}
+        )
+        # what the remote run leaves behind: a finished run folder
+        from pipelines.manifest import write_manifest
+
+        os.makedirs(parameters["run_dir"], exist_ok=True)
+        write_manifest(
+            parameters["run_dir"],
+            "pretrain",
+            checkpoint=parameters["run_dir"] + "/checkpoints/step-99",
+            summary={},
+        )
+        return _FakeRun(ok=True)
+
+    monkeypatch.setattr(prefect.deployments, "run_deployment", fake_run_deployment)
+    inst = chain["result"]["instances"]["dir"]
+    result = pretrain(
+        instances_dir=inst,
+        storage_root=chain["root"],
+        steps=99,
+        backend="deployment",
+        deployment="pretrain/gpu-vertex",
+        job_variables=job,
+    )
+    (call,) = sent
+    assert call["name"] == "pretrain/gpu-vertex" and call["job_variables"] == job and call["timeout"] is None
+    params = call["parameters"]
+    assert (
+        params["backend"] == "local" and params["job_variables"] == {}
+    )  # the remote run trains locally there
+    assert params["run_dir"] == result["dir"] and params["steps"] == 99
+    pretrain.validate_parameters(params)  # what is sent fits the deployment's flow signature
+    assert result["checkpoint"].endswith("step-99")
+
+    monkeypatch.setattr(prefect.deployments, "run_deployment", lambda **kw: _FakeRun(ok=False))
+    with pytest.raises(RuntimeError, match="resume"):
+        pretrain(
+            instances_dir=inst, storage_root=chain["root"], steps=98, backend="deployment", job_variables=job
+        )
+
+
+# ------------------------------------------------------------------------------------ promote / CLI
+
+
+def _perturbed_copy(src: str, dst: str) -> str:
+    """A much worse model: the checkpoint's weights with large noise."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    os.makedirs(dst)
+    for name in ("config.json", "spm.model"):
+        shutil.copy(os.path.join(src, name), dst)
+    g = torch.Generator().manual_seed(0)
+    state = {
+        k: v + 3.0 * torch.randn(v.shape, generator=g) if v.is_floating_point() else v
+        for k, v in load_file(os.path.join(src, "model.safetensors")).items()
+    }
+    save_file(state, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+    return dst
+
+
+def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
+    from flows.promote import promote
+    from flows.registry import Registry
+
+    r = chain["result"]
+    ckpt, inst = r["pretrain"]["checkpoint"], r["instances"]["dir"]
+    registry = str(tmp_path / "registry")
+    reg = Registry(registry)
+    worse = _perturbed_copy(ckpt, str(tmp_path / "worse"))
+    v1 = reg.register(worse, {"mlm_loss": 99.0}, {"note": "seeded by the test"})
+    reg.set_production(v1, None)
+
+    out = promote(
+        candidate=ckpt,
+        registry=registry,
+        instances_dir=inst,
+        max_regression=0.5,
+        lineage={"run_dir": r["pretrain"]["dir"], "vocab_dir": r["vocab"]["dir"]},
+    )
+    assert out["event"] == "promote" and out["version"] == "v2" and out["previous"] == "v1"
+    prod = out["production_metrics"]
+    assert prod["mlm_loss"] > out["candidate_metrics"]["mlm_loss"]  # production was evaluated in this run
+    lineage = json.loads((tmp_path / "registry/albert/v2/lineage.json").read_text())
+    assert lineage["parent_version"] == "v1" and lineage["run"]["manifest_sha256"]
+    assert lineage["vocab"]["spm_sha256"] and lineage["config_sha256"] and lineage["packages"]["prefect"]
+    assert "PROMOTED as **v2**" in read_artifact("promotion-decision").data
+
+    # the same candidate again: no improvement over itself
+    again = promote(candidate=ckpt, registry=registry, instances_dir=inst)
+    assert again["event"] == "reject" and any("< δ" in x for x in again["decision"]["reasons"])
+
+    from flows.cli import main
+
+    assert main(["promote", "--registry", registry, "--rollback", "--reason", "test"]) == 0
+    assert reg.production()["version"] == "v1"
+    assert [e["event"] for e in reg.log()] == ["promote", "reject", "rollback"]
+    assert main(["promote", "--registry", registry, "--rollback"]) == 2  # v1 was the first production
+
+
+def test_promote_cli_takes_the_eval_set_from_the_run_manifest(chain, tmp_path, capsys):
+    from flows.cli import main
+
+    r = chain["result"]
+    code = main(["promote", "--candidate", r["pretrain"]["checkpoint"], "--registry", str(tmp_path / "reg")])
+    out = capsys.readouterr().out
+    assert code == 1  # rejected: the tiny model does not beat the unigram baseline
+    assert '"event": "reject"' in out and "unigram" in out
+    assert main(["promote", "--registry", str(tmp_path / "reg")]) == 2  # neither --candidate nor --rollback
+
+
+def test_demo_summary_names_every_output(chain):
+    from flows.demo import summarize
+
+    text = summarize(chain["result"], 61.0, "test server")
+    for needle in (
+        "documents",
+        "read 50",
+        "instances",
+        "training",
+        "eval mlm_loss",
+        "unigram",
+        "promotion",
+        "REJECTED",
+        "production.json",
+        "promotions.jsonl",
+        "curves.png",
+    ):
+        assert needle in text, needle
