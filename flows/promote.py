@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -78,7 +79,7 @@ def promote(
     instances_dir: str | None = None,
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
-    downstream: dict[str, float] | None = None,
+    downstream: dict[str, Any] | None = None,
     lineage: dict | None = None,
     spm_model: str | None = None,
     max_batches: int | None = None,

