@@ -142,14 +142,16 @@ def bench_steps(instances: str, preset: str, batch_size: int, steps: int, warmup
             trainer.step += 1
         if trainer.device.type == "cuda":
             torch.cuda.synchronize()
-        start = time.perf_counter()
-        tokens = 0.0
+        start, cpu0 = time.perf_counter(), _cpu()
+        tokens, step_times = 0.0, []
         for b in loaded[warmup:]:
+            t0 = time.perf_counter()
             tokens += trainer.train_step([b])["tokens"]
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize()
+            step_times.append(time.perf_counter() - t0)
             trainer.step += 1
-        if trainer.device.type == "cuda":
-            torch.cuda.synchronize()
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, _cpu() - cpu0
         params = trainer.model.num_parameters()
         L = trainer.train_data.max_seq_length
         device_name = str(trainer.device)
@@ -163,6 +165,8 @@ def bench_steps(instances: str, preset: str, batch_size: int, steps: int, warmup
         "steps_per_s": steps / wall,
         "instances_per_s": steps * batch_size / wall,
         "tokens_per_s": tokens / wall,
+        "min_step_s": min(step_times),
+        "cpu_s_per_step": cpu / steps,
         "device": device_name,
         "precision": precision,
     }
@@ -244,12 +248,14 @@ def format_table(r: dict) -> str:
         lines.append(f"  tf.data reference skipped: {lo['tf_data_skipped']}")
     lines.append("training step (Trainer.train_step, LAMB, fp32 unless bf16 autocast on cuda):")
     lines.append(
-        f"  {'config':<8}{'params':>12}{'batch':>7}{'steps/s':>10}{'inst/s':>10}{'tokens/s':>11}{'loader cores':>14}"
+        f"  {'config':<8}{'params':>12}{'batch':>7}{'steps/s':>10}{'inst/s':>10}{'tokens/s':>11}"
+        f"{'min step s':>12}{'CPU s/step':>12}{'loader cores':>14}"
     )
     for t in r["train"]:
         lines.append(
             f"  {t['config']:<8}{t['parameters']:>12,}{t['batch_size']:>7}{t['steps_per_s']:>10.3f}"
-            f"{t['instances_per_s']:>10.1f}{t['tokens_per_s']:>11,.0f}{t['loader_cores_needed']:>14.4f}"
+            f"{t['instances_per_s']:>10.1f}{t['tokens_per_s']:>11,.0f}{t['min_step_s']:>12.3f}"
+            f"{t['cpu_s_per_step']:>12.3f}{t['loader_cores_needed']:>14.4f}"
         )
     dev = r["train"][0]["device"] if r["train"] else "?"
     lines.append(

@@ -586,8 +586,8 @@ class InstanceStream(torch.utils.data.IterableDataset):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside world of {world_size}")
         self.data, self.batch_size, self.seed = data, batch_size, seed
-        self.window = max(1, shuffle_window)
         self.shuffle = shuffle_window > 1
+        self.window = shuffle_window if self.shuffle else 4096  # unshuffled: windows are only bookmarks
         self.rank, self.world_size = rank, world_size
         self.start = start or Position()
         self.epochs, self.verify, self.names = epochs, verify, names
