@@ -89,14 +89,18 @@ def test_budget_at_512_uses_77_predictions():
     assert mask_budget(512, MaskingConfig(max_predictions=20)) == 20
 
 
-def test_kind_frequencies_80_10_10():
-    rng = np.random.default_rng(0)
-    n = 400
-    tokens = rng.integers(10, 1000, (200, n)).astype(np.int32)
-    candidate = np.ones((200, n), dtype=bool)
+def mask_single_token_words(rows: int, n: int, seed: int):
+    """[CLS] n-2 one-token words [SEP] per row, masked with the default config."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(10, 1000, (rows, n)).astype(np.int32)
+    candidate = np.ones((rows, n), dtype=bool)
     candidate[:, 0] = candidate[:, -1] = False
-    ws = np.ones((200, n), dtype=bool)
-    m = mask_batch(tokens, candidate, ws, np.full(200, n), rng, MaskingConfig(), MASK_ID, POOL)
+    ws = np.ones((rows, n), dtype=bool)
+    return mask_batch(tokens, candidate, ws, np.full(rows, n), rng, MaskingConfig(), MASK_ID, POOL)
+
+
+def test_kind_frequencies_80_10_10():
+    m = mask_single_token_words(200, 400, seed=0)
     total = len(m.kinds)
     for kind, p in ((0, 0.8), (1, 0.1), (2, 0.1)):
         observed = (m.kinds == kind).sum()
@@ -106,13 +110,7 @@ def test_kind_frequencies_80_10_10():
 
 def test_ngram_lengths_follow_one_over_n():
     """n is drawn with p ∝ 1/n: 6/11, 3/11, 2/11 (long single-token words, so the cap rarely binds)."""
-    rng = np.random.default_rng(1)
-    n = 512
-    tokens = rng.integers(10, 1000, (300, n)).astype(np.int32)
-    candidate = np.ones((300, n), dtype=bool)
-    candidate[:, 0] = candidate[:, -1] = False
-    ws = np.ones((300, n), dtype=bool)
-    m = mask_batch(tokens, candidate, ws, np.full(300, n), rng, MaskingConfig(), MASK_ID, POOL)
+    m = mask_single_token_words(300, 512, seed=1)
     drawn = m.ngram_drawn
     total = drawn.sum()
     for k, p in enumerate(ngram_probs(3)):
