@@ -144,6 +144,7 @@ class AlbertConfig:
             raise ConfigError(
                 f"pad_token_id {self.pad_token_id} is outside the vocabulary ({self.vocab_size})"
             )
+        self.extra = dict(self.extra)  # never share the dict between copies made by replace()
 
     # -- derived sizes ---------------------------------------------------------------------------------
 
@@ -249,6 +250,11 @@ class AlbertConfig:
 
     def to_google_dict(self) -> dict[str, Any]:
         """google-research/albert `albert_config.json` content ("gelu" there = tanh approximation)."""
+        if self.sharing in ("attention", "ffn"):
+            raise ConfigError(
+                f"sharing={self.sharing!r} has no albert_config.json form (convert_tf.export_tf writes such "
+                f"models as one unshared group per layer)"
+            )
         if self.hidden_act not in _ACT_TO_GOOGLE:
             raise ConfigError(
                 f"hidden_act {self.hidden_act!r} has no name in the original TF code "

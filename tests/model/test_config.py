@@ -153,6 +153,17 @@ def test_transformers_gelu_is_exact_and_cannot_be_written_as_google(tmp_path):
     assert c.hidden_act == "gelu"  # transformers' "gelu" is erf GELU: not the Google meaning
     with pytest.raises(ConfigError, match="no name in the original TF code"):
         c.to_google_dict()
+    with pytest.raises(ConfigError, match="no albert_config.json form"):
+        AlbertConfig.from_preset("base", sharing="ffn").to_google_dict()
+
+
+def test_replace_validates_and_copies_extra():
+    c = AlbertConfig.from_hf_dict({**tiny_config().to_hf_dict(), "bos_token_id": 7})
+    d = c.replace(hidden_act="relu")
+    d.extra["bos_token_id"] = 8
+    assert c.extra["bos_token_id"] == 7
+    with pytest.raises(ConfigError, match="not divisible"):
+        c.replace(num_attention_heads=5)
 
 
 def test_file_errors(tmp_path):
