@@ -366,6 +366,13 @@ def run(args: argparse.Namespace) -> int:
         import prefect
 
         deployments = serve_deployments(specs, {p["name"]: p["type"] for p in pools})
+        from prefect.settings import PREFECT_API_URL
+
+        if not PREFECT_API_URL.value():  # environment or the active profile
+            print(
+                "note: PREFECT_API_URL is not set, so this serves against a temporary server that no UI "
+                "sees; run `prefect server start` and export PREFECT_API_URL=http://127.0.0.1:4200/api first"
+            )
         print(
             f"serving {len(deployments)} deployment(s): "
             + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
