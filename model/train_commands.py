@@ -39,6 +39,12 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="override a model config field, e.g. --set hidden_dropout_prob=0.1 (repeatable)",
     )
+    p.add_argument(
+        "--output-bias-init",
+        choices=("unigram", "zeros"),
+        default=d.output_bias_init,
+        help="MLM output bias of a fresh run: log label frequencies (default) or zeros (the reference)",
+    )
     p.add_argument("--steps", type=int, default=d.steps)
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch (all ranks)")
     p.add_argument(
@@ -96,6 +102,7 @@ def pretrain_config(args: argparse.Namespace):
         model=args.config,
         vocab=args.vocab,
         init_checkpoint=args.init_checkpoint,
+        output_bias_init=args.output_bias_init,
         model_overrides=overrides,
         steps=args.steps,
         batch_size=args.batch_size,

@@ -32,6 +32,7 @@ import time
 import types
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from model import checkpoint as ckpt
@@ -64,6 +65,12 @@ class TrainConfig:
     """Start from these weights (a checkpoint folder: config.json + model.safetensors) instead of a
     random init, e.g. to continue pretraining the production model on new data. Its architecture
     (and vocabulary size) must match the run's config."""
+    output_bias_init: str = "unigram"
+    """Fresh runs: "unigram" sets the MLM output bias to the log frequency of the masked-token labels
+    of the train split (a sample), "zeros" keeps the reference's zero init. With a zero bias, the
+    quickest way to the unigram distribution is a constant hidden state: every position collapses to
+    the same vector (measured: cosine 0.99999 between positions after 600 steps) and the model sits
+    at the most-frequent-token baseline; starting from the unigram, it does not have to."""
     model_overrides: dict = field(default_factory=dict)
     """AlbertConfig fields to override (e.g. {"hidden_dropout_prob": 0.1})."""
     steps: int = 1000
@@ -275,6 +282,10 @@ class Trainer:
                     f"--init-checkpoint has vocab_size {init_config.vocab_size}, this run {self.config.vocab_size}"
                 )
             load_state(self.model, state, source=cfg.init_checkpoint)
+        elif cfg.output_bias_init == "unigram":
+            self._unigram_output_bias()
+        elif cfg.output_bias_init != "zeros":
+            raise UserError(f"unknown --output-bias-init {cfg.output_bias_init!r}; expected unigram or zeros")
         self.model.to(self.device)
         self.wrapped = distx.wrap(self.model, self.dist, cfg.parallel, self.device)
         self.forward = torch.compile(self.wrapped) if cfg.compile else self.wrapped
@@ -295,6 +306,16 @@ class Trainer:
         self.resumed_from = None
         torch.manual_seed(cfg.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
         self._maybe_resume()
+
+    def _unigram_output_bias(self, max_records: int = 50_000) -> None:
+        """predictions.bias = log p(label) over (a sample of) the train split, add-one smoothed. The same
+        on every rank (the same records, read in file order)."""
+        from model.evaluate import label_counts
+
+        counts, _ = label_counts(self.train_data, self.config.vocab_size, max_records)
+        p = (counts + 1.0) / (counts.sum() + self.config.vocab_size)
+        with torch.no_grad():
+            self.model.predictions.bias.copy_(torch.from_numpy(np.log(p)).float())
 
     # -- resume / save -----------------------------------------------------------------------------
 

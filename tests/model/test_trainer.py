@@ -173,3 +173,22 @@ def test_bench_train_reports_loader_and_step_rates(instances_dir):
     (t,) = r["train"]
     assert t["config"] == "tiny" and t["steps_per_s"] > 0 and t["tokens_per_s"] > 0 and t["seq_len"] == 64
     assert "instances/s per core" in format_table(r)
+
+
+def test_fresh_runs_start_the_output_bias_at_the_label_unigram(tmp_path, instances_dir, model_config_file):
+    import numpy as np
+
+    from model.data import find_instances
+    from model.evaluate import label_counts
+
+    trainer = Trainer(train_config(instances_dir, str(tmp_path / "u"), model_config_file))
+    V = trainer.config.vocab_size
+    counts, _ = label_counts(find_instances(instances_dir, "train"), V)
+    expected = np.log((counts + 1) / (counts.sum() + V))
+    np.testing.assert_allclose(trainer.model.predictions.bias.detach().numpy(), expected, rtol=1e-5)
+    # before any step the model leans to the most frequent label (the largest bias)
+    assert int(trainer.model.predictions.bias.argmax()) == int(counts.argmax())
+    zeros = Trainer(
+        train_config(instances_dir, str(tmp_path / "z"), model_config_file, output_bias_init="zeros")
+    )
+    assert torch.count_nonzero(zeros.model.predictions.bias) == 0
