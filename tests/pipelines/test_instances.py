@@ -146,7 +146,8 @@ def test_gold_whole_word_masking_never_splits_a_gold_word(gold_run):
     multi = sum(int(r["token_boundary"][1 : int(r["input_mask"].sum())].sum()) for r in records)
     real = sum(int(r["input_mask"].sum()) for r in records)
     assert multi < 0.8 * real, "gold words are multi-character: fewer word starts than tokens"
-    assert s["fill_rate"] > 0.9 and 0.14 < s["masked_fraction"] < 0.16
+    # whole-sentence chunks of 125 tokens from ~40-token sentences: ~80% real tokens (90% at 512)
+    assert s["fill_rate"] > 0.75 and 0.14 < s["masked_fraction"] < 0.16
 
 
 def test_manifest_accounts_for_everything(gold_run):
@@ -258,3 +259,23 @@ def test_dataflow_gets_the_worker_wheel_with_the_instance_stage_dependencies(tmp
     with pytest.raises(UserError, match="--no_such_flag"):
         beam_flags("DirectRunner", ["--no_such_flag", "1"])
     assert "in_memory" in beam_flags("DirectRunner", [])
+
+
+def test_sop_label_cannot_be_read_off_the_segment_edges(gold_run, vocab_dir):
+    """Chunks hold whole sentences, so both segments end at a sentence end whatever the order. (With
+    chunk edges inside sentences, 'the first segment ends with 。' predicted 89% of the labels.)"""
+    from pipelines.tokenizer import Tokenizer
+
+    tok = Tokenizer.load(vocab_dir)
+    final = [tok.sp.piece_to_id(p) for p in "。！？"]
+    out, _ = gold_run
+    hits = []
+    for r in parse_dir(out) + parse_dir(out, "eval"):
+        ids = r["input_ids"].copy()
+        k = int(r["masked_lm_weights"].sum())
+        ids[r["masked_lm_positions"][:k]] = r["masked_lm_ids"][:k]  # the text as it was
+        first_sep = int(np.flatnonzero(ids == tok.sep_id)[0])
+        ends_sentence = ids[first_sep - 1] in final
+        hits.append(ends_sentence == (r["next_sentence_labels"][0] == 0))
+    n = len(hits)
+    assert n > 300 and abs(np.mean(hits) - 0.5) < 4 * np.sqrt(0.25 / n)  # chance: no shortcut

@@ -1,4 +1,5 @@
-"""SOP chunk plans: full chunks, A|B only between consecutive sentences of one document."""
+"""SOP chunk plans: dense chunks of whole sentences, A|B only between consecutive sentences of one
+document."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from pipelines.packing import PackingConfig, assemble, plan_chunks
 CLS, SEP = 2, 3
 
 
-def random_stream(rng, docs=30):
+def random_stream(rng, docs=30, longest=199):
     lengths, doc_of = [], []
     for d in range(docs):
         for _ in range(rng.integers(1, 8)):
-            lengths.append(int(rng.integers(1, 200)))
+            lengths.append(int(rng.integers(1, longest + 1)))
             doc_of.append(d)
     starts = np.concatenate(([0], np.cumsum(lengths)))
     return starts, np.array(doc_of)
@@ -23,7 +24,7 @@ def random_stream(rng, docs=30):
 @pytest.mark.parametrize("seed", range(5))
 def test_cut_is_between_consecutive_sentences_of_one_document(seed):
     rng = np.random.default_rng(seed)
-    starts, doc_of = random_stream(rng)
+    starts, doc_of = random_stream(rng, longest=125)  # every sentence fits (no pieces)
     plan = plan_chunks(starts, doc_of, rng, PackingConfig(max_seq_length=128))
     sentence_at = {int(s): k for k, s in enumerate(starts[:-1])}
     for a, c, e in zip(plan.start, plan.cut, plan.end):
@@ -37,12 +38,34 @@ def test_chunks_tile_the_stream_and_count_every_token():
     rng = np.random.default_rng(0)
     starts, doc_of = random_stream(rng, docs=200)
     cfg = PackingConfig(max_seq_length=256)
+    max_tokens = cfg.max_seq_length - 3
     plan = plan_chunks(starts, doc_of, np.random.default_rng(1), cfg)
     kept = int((plan.end - plan.start).sum())
     assert kept + plan.tokens_dropped_no_boundary == starts[-1], "every token is kept or counted as dropped"
-    full = (plan.end - plan.start) == cfg.max_seq_length - 3
-    assert full.mean() > 0.85  # only short targets (10%) and the last chunk are not full
+    assert np.all(plan.start[1:] >= plan.end[:-1])  # in stream order, never overlapping
+    sentence = {int(s): k for k, s in enumerate(starts)}
+    lengths = np.diff(starts)
+    full = 0
+    for a, e in zip(plan.start.tolist(), plan.end.tolist()):
+        assert a in sentence and e in sentence  # both edges are sentence boundaries
+        nxt = sentence[e]
+        if nxt < len(lengths) and (e - a) + lengths[nxt] > max_tokens:
+            full += 1  # the next sentence did not fit: the chunk is as full as whole sentences allow
+    assert full / len(plan.start) > 0.8  # the others are short targets (10%) and the group's end
+    assert kept / (len(plan.start) * max_tokens) > 0.6  # sentences of 1-199 tokens in 253
     assert 0.35 < plan.label.mean() < 0.65
+
+
+def test_sentences_longer_than_a_sequence_are_cut_into_pieces_that_pack():
+    # one document: 10, 300 (longer than 61), 10 tokens
+    starts = np.array([0, 10, 310, 320])
+    plan = plan_chunks(starts, np.zeros(3, dtype=int), np.random.default_rng(0), PackingConfig(64))
+    assert plan.sentences_split == 1 and plan.tokens_dropped_no_boundary == 0
+    assert int((plan.end - plan.start).sum()) == 320
+    pieces = [10 + k * 300 // 10 for k in range(11)]  # pieces of at most 61 // 2: 10 of 30
+    for a, c, e in zip(plan.start.tolist(), plan.cut.tolist(), plan.end.tolist()):
+        assert {a, c, e} <= set([0, 320] + pieces) and e - a <= 61
+    assert len(plan.start) >= 5  # pieces pair up: each chunk has an A|B place
 
 
 def test_one_sentence_documents_never_give_a_boundary():
