@@ -26,7 +26,7 @@ from flows.common import (
     retry_transient,
     stage_key,
     stage_result,
-    task_failure_artifact,
+    stage_task,
 )
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (DESIGN.md)
@@ -67,14 +67,7 @@ def corpus_key(sources: list[str], options: dict[str, Any]) -> tuple[str, dict]:
     return stage_key("corpus", inputs=inputs, options=opts, sources=sources), opts
 
 
-@task(
-    name="corpus-stage",
-    retries=2,
-    retry_delay_seconds=exponential_backoff(backoff_factor=30),
-    retry_jitter_factor=0.5,
-    retry_condition_fn=retry_transient,
-    on_failure=[task_failure_artifact],
-)
+@stage_task("corpus-stage", backoff_factor=30)
 def run_corpus_stage(
     sources: list[str], out_dir: str, options: dict[str, Any], runner: str, beam_args: list[str]
 ) -> dict:

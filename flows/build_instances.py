@@ -8,9 +8,8 @@ infra/prefect.yaml sets ALBERT's values (512 tokens, 77 predictions, dupe factor
 
 from __future__ import annotations
 
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_table_artifact
-from prefect.tasks import exponential_backoff
 
 from flows.common import (
     absolute,
@@ -20,25 +19,17 @@ from flows.common import (
     logger,
     output_hashes,
     read_manifest,
-    retry_transient,
     run_cli,
     stage_key,
     stage_result,
-    task_failure_artifact,
+    stage_task,
 )
 from pipelines.manifest import file_sha256
 
 DEFAULT_ROOT = "out/factory"
 
 
-@task(
-    name="instances-stage",
-    retries=2,
-    retry_delay_seconds=exponential_backoff(backoff_factor=30),
-    retry_jitter_factor=0.5,
-    retry_condition_fn=retry_transient,
-    on_failure=[task_failure_artifact],
-)
+@stage_task("instances-stage", backoff_factor=30)
 def run_instances_stage(argv: list[str]) -> None:
     run_cli("instances", argv)
 

@@ -313,3 +313,21 @@ def logger():
         import logging
 
         return logging.getLogger("flows")
+
+
+def stage_task(name: str, backoff_factor: float = 30, retries: int = 2, **options: Any):
+    """Prefect's @task with the stages' policy: `retries` retries after a jittered exponential backoff,
+    for transient errors only (retry_transient), and a failure artifact. `options` go to @task too
+    (e.g. cache_policy)."""
+    from prefect import task
+    from prefect.tasks import exponential_backoff
+
+    return task(
+        name=name,
+        retries=retries,
+        retry_delay_seconds=exponential_backoff(backoff_factor=backoff_factor),
+        retry_jitter_factor=0.5,
+        retry_condition_fn=retry_transient,
+        on_failure=[task_failure_artifact],
+        **options,
+    )

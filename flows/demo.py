@@ -167,7 +167,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--optimizer", default="adamw", help="adamw suits the demo's small batches; ALBERT uses lamb"
     )
-    p.add_argument("--lr", type=float, default=1e-3, help="AdamW peak rate (3e-3 collapses to the unigram)")
+    p.add_argument(
+        "--lr", type=float, default=1e-3, help="AdamW peak rate (2e-3 stays at the unigram on the sample)"
+    )
     p.add_argument("--warmup-steps", type=int, default=15)
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--max-predictions", type=int, default=20)

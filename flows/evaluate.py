@@ -15,10 +15,9 @@ import json
 import math
 import os
 
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-from prefect.tasks import exponential_backoff
 
 from flows.common import (
     absolute,
@@ -26,24 +25,21 @@ from flows.common import (
     join,
     logger,
     read_json,
-    retry_transient,
     run_cli,
     stage_key,
-    task_failure_artifact,
+    stage_task,
 )
 from flows.registry import file_sha
 
 DEFAULT_ROOT = "out/factory"
 
 
-@task(
-    name="evaluate-checkpoint",
+@stage_task(
+    "evaluate-checkpoint",
+    backoff_factor=10,
+    retries=2,
     cache_policy=INPUTS + TASK_SOURCE,
     persist_result=True,
-    retries=2,
-    retry_delay_seconds=exponential_backoff(backoff_factor=10),
-    retry_condition_fn=retry_transient,
-    on_failure=[task_failure_artifact],
 )
 def evaluate_checkpoint(
     checkpoint: str, weights_sha256: str, instances_dir: str, out_json: str, max_batches: int | None = None

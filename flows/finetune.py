@@ -11,19 +11,16 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-from prefect.tasks import exponential_backoff
 
 from flows.common import (
     absolute,
     join,
     logger,
     read_json,
-    retry_transient,
     run_cli,
     stage_key,
-    task_failure_artifact,
+    stage_task,
 )
 from flows.registry import file_sha
 
@@ -32,14 +29,12 @@ def finetune_available() -> bool:
     return importlib.util.find_spec("model.finetune") is not None
 
 
-@task(
-    name="finetune-checkpoint",
+@stage_task(
+    "finetune-checkpoint",
+    backoff_factor=10,
+    retries=1,
     cache_policy=INPUTS + TASK_SOURCE,
     persist_result=True,
-    retries=1,
-    retry_delay_seconds=exponential_backoff(backoff_factor=10),
-    retry_condition_fn=retry_transient,
-    on_failure=[task_failure_artifact],
 )
 def finetune_checkpoint(
     checkpoint: str, weights_sha256: str, task_name: str, out_json: str, extra_args: list[str]

@@ -20,9 +20,8 @@ import importlib
 import os
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.tasks import exponential_backoff
 
 from flows.common import (
     absolute,
@@ -37,11 +36,10 @@ from flows.common import (
     output_hashes,
     read_json,
     read_manifest,
-    retry_transient,
     stage_key,
     stage_result,
+    stage_task,
     stream_process,
-    task_failure_artifact,
 )
 
 DEFAULT_ROOT = "out/factory"
@@ -128,14 +126,7 @@ def trainer_command(
     return cmd + ["-m", "flows.cli", *argv]
 
 
-@task(
-    name="pretrain-process",
-    retries=2,
-    retry_delay_seconds=exponential_backoff(backoff_factor=30),
-    retry_jitter_factor=0.5,
-    retry_condition_fn=retry_transient,
-    on_failure=[task_failure_artifact],
-)
+@stage_task("pretrain-process", backoff_factor=30)
 def run_trainer(cmd: list[str], timeout_s: float | None) -> list[str]:
     """The trainer as its own process, output streamed to the logs. A retry (e.g. after a preempted
     node or a killed process) runs the same command, which resumes from the last checkpoint."""

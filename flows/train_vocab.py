@@ -6,8 +6,7 @@ spm.vocab, manifest.json). `albert vocab` is the same stage without Prefect.
 
 from __future__ import annotations
 
-from prefect import flow, task
-from prefect.tasks import exponential_backoff
+from prefect import flow
 
 from flows.common import (
     absolute,
@@ -17,24 +16,16 @@ from flows.common import (
     logger,
     output_hashes,
     read_manifest,
-    retry_transient,
     run_cli,
     stage_key,
     stage_result,
-    task_failure_artifact,
+    stage_task,
 )
 
 DEFAULT_ROOT = "out/factory"
 
 
-@task(
-    name="vocab-stage",
-    retries=2,
-    retry_delay_seconds=exponential_backoff(backoff_factor=10),
-    retry_jitter_factor=0.5,
-    retry_condition_fn=retry_transient,
-    on_failure=[task_failure_artifact],
-)
+@stage_task("vocab-stage", backoff_factor=10)
 def run_vocab_stage(corpus_dir: str, out_dir: str, argv: list[str]) -> None:
     run_cli("vocab", ["--corpus", corpus_dir, "--out", out_dir, *argv])
 

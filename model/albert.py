@@ -384,9 +384,10 @@ class ClassifierOutput:
     logits: torch.Tensor  # (B, num_labels) for sequences, (B, L, num_labels) for tokens
 
 
-class AlbertForSequenceClassification(AlbertPreTrainedModel):
-    """Pooled [CLS] -> dropout -> linear. One sentence (token types 0) or a pair (0 then 1).
-    num_labels = 1 is regression (MSE on float labels), otherwise cross-entropy on class ids."""
+class AlbertClassifierBase(AlbertPreTrainedModel):
+    """Backbone + dropout + linear to `num_labels`; the subclasses choose what the linear reads."""
+
+    uses_pooler = True
 
     def __init__(self, config: AlbertConfig, num_labels: int = 2):
         super().__init__()
@@ -394,10 +395,15 @@ class AlbertForSequenceClassification(AlbertPreTrainedModel):
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.config = config
         self.num_labels = num_labels
-        self.albert = AlbertModel(config, _init=False)
+        self.albert = AlbertModel(config, add_pooling_layer=self.uses_pooler, _init=False)
         self.dropout = nn.Dropout(config.classifier_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.init_weights()
+
+
+class AlbertForSequenceClassification(AlbertClassifierBase):
+    """Pooled [CLS] -> dropout -> linear. One sentence (token types 0) or a pair (0 then 1).
+    num_labels = 1 is regression (MSE on float labels), otherwise cross-entropy on class ids."""
 
     def forward(
         self,
@@ -417,19 +423,10 @@ class AlbertForSequenceClassification(AlbertPreTrainedModel):
         return ClassifierOutput(loss, logits)
 
 
-class AlbertForTokenClassification(AlbertPreTrainedModel):
+class AlbertForTokenClassification(AlbertClassifierBase):
     """Per-token linear classifier. Labels (B, L); -100 and padded positions are ignored."""
 
-    def __init__(self, config: AlbertConfig, num_labels: int = 2):
-        super().__init__()
-        if num_labels < 1:
-            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
-        self.config = config
-        self.num_labels = num_labels
-        self.albert = AlbertModel(config, add_pooling_layer=False, _init=False)
-        self.dropout = nn.Dropout(config.classifier_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        self.init_weights()
+    uses_pooler = False
 
     def forward(
         self,

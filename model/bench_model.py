@@ -19,7 +19,6 @@ torch.compile for both models); the step is then timed with CUDA synchronisation
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -27,13 +26,13 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from model.albert import AlbertForPreTraining, model_flops_per_token
 from model.config import AlbertConfig, load_config
+from pipelines.bench_report import module_main, report
 from pipelines.errors import UserError
 
 # Dense (no sparsity) peak TFLOP/s per device: bf16/fp16 tensor cores, and plain fp32.
@@ -367,17 +366,8 @@ def run(args: argparse.Namespace) -> int:
         peak=args.peak_tflops,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
-    print(format_table(result))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return report(result, format_table(result), args.json_out)
 
 
 if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="python -m model.bench_model", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    try:
-        sys.exit(run(_parser.parse_args()))
-    except UserError as err:
-        print(f"bench model: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    module_main("model.bench_model", __doc__, add_arguments, run)

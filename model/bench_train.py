@@ -18,18 +18,16 @@ Without --instances, synthetic records (random ids over the tiny preset's 21,128
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from pipelines.errors import UserError
+from pipelines.bench_report import module_main, report
 
 
 def _cpu() -> float:
@@ -295,17 +293,8 @@ def run(args: argparse.Namespace) -> int:
         reference=not args.no_reference,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
-    print(format_table(result))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return report(result, format_table(result), args.json_out)
 
 
 if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="python -m model.bench_train", description=__doc__.splitlines()[0])
-    add_arguments(_parser)
-    try:
-        sys.exit(run(_parser.parse_args()))
-    except UserError as err:
-        print(f"bench train: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    module_main("model.bench_train", __doc__, add_arguments, run)

@@ -332,71 +332,37 @@ class AlbertConfig:
 # REFERENCE.md §3. ALBERT presets are the v2 configs (no dropout); BERT equivalents keep BERT's 0.1
 # dropout, use E = H and share nothing. Vocabulary 30000 (Google's SentencePiece); albert_zh tiny uses
 # the 21128-entry Chinese BERT vocabulary.
+def _albert(E: int, H: int, layers: int, heads: int, vocab: int = 30000) -> dict[str, Any]:
+    """An ALBERT preset: embedding width E, hidden width H, FFN 4H, everything shared (one group)."""
+    return dict(
+        vocab_size=vocab,
+        embedding_size=E,
+        hidden_size=H,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * H,
+    )
+
+
+def _bert(H: int, layers: int, heads: int) -> dict[str, Any]:
+    """The BERT equivalent: E = H, one group per layer, nothing shared, dropout 0.1."""
+    return dict(
+        _albert(H, H, layers, heads),
+        num_hidden_groups=layers,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        sharing="none",
+    )
+
+
 PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": dict(
-        vocab_size=21128,
-        embedding_size=128,
-        hidden_size=312,
-        num_hidden_layers=4,
-        num_attention_heads=12,
-        intermediate_size=1248,
-    ),
-    "base": dict(
-        vocab_size=30000,
-        embedding_size=128,
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-    ),
-    "large": dict(
-        vocab_size=30000,
-        embedding_size=128,
-        hidden_size=1024,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        intermediate_size=4096,
-    ),
-    "xlarge": dict(
-        vocab_size=30000,
-        embedding_size=128,
-        hidden_size=2048,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        intermediate_size=8192,
-    ),
-    "xxlarge": dict(
-        vocab_size=30000,
-        embedding_size=128,
-        hidden_size=4096,
-        num_hidden_layers=12,
-        num_attention_heads=64,
-        intermediate_size=16384,
-    ),
-    "bert_base": dict(
-        vocab_size=30000,
-        embedding_size=768,
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_hidden_groups=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1,
-        sharing="none",
-    ),
-    "bert_large": dict(
-        vocab_size=30000,
-        embedding_size=1024,
-        hidden_size=1024,
-        num_hidden_layers=24,
-        num_hidden_groups=24,
-        num_attention_heads=16,
-        intermediate_size=4096,
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1,
-        sharing="none",
-    ),
+    "tiny": _albert(128, 312, 4, 12, vocab=21128),
+    "base": _albert(128, 768, 12, 12),
+    "large": _albert(128, 1024, 24, 16),
+    "xlarge": _albert(128, 2048, 24, 16),
+    "xxlarge": _albert(128, 4096, 12, 64),
+    "bert_base": _bert(768, 12, 12),
+    "bert_large": _bert(1024, 24, 16),
 }
 
 

@@ -430,6 +430,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines.bench_report import report
+
     result = run_instances_bench(
         max_seq_length=args.max_seq_length,
         dupe_factor=args.dupe_factor,
@@ -442,11 +444,7 @@ def run(args: argparse.Namespace) -> int:
         memory_scaling=args.memory_scaling,
         max_predictions=args.max_predictions,
     )
-    print(format_table(result))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
-    return 0
+    return report(result, format_table(result), args.json)
 
 
 def main(argv: list[str] | None = None) -> int:
