@@ -370,7 +370,10 @@ def decide(
         )  # fmt: skip
         reasons.append(
             f"{metric} {_fmt(value)} vs {kind} {_fmt(ref_value)}: "
-            + (f"regression {drop:.4f} > ε={gate.max_regression}" if not ok else f"change {-drop:+.4f} within ε={gate.max_regression}")
+            + (
+                f"regression {drop:.4f} > ε={gate.max_regression}" if not ok
+                else f"change {-drop:+.4f}, no regression beyond ε={gate.max_regression}"
+            )
         )  # fmt: skip
     return Decision(all(c["ok"] for c in checks), reasons, checks)
 

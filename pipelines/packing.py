@@ -79,11 +79,10 @@ def split_long_sentences(
     # in one chunk and give it an A|B place.
     pieces = np.where(lengths > max_tokens, -(-lengths // max(1, max_tokens // 2)), 1)
     if (pieces > 1).any():
-        offsets = [
-            s + (np.arange(n) * length) // n
-            for s, length, n in zip(starts.tolist(), lengths.tolist(), pieces.tolist())
-        ]
-        starts, docs = np.concatenate(offsets), np.repeat(docs, pieces)
+        sent = np.repeat(np.arange(len(starts)), pieces)  # (U,) the sentence of each unit
+        k = np.arange(len(sent)) - (np.cumsum(pieces) - pieces)[sent]  # piece index in its sentence
+        starts = starts[sent] + (k * lengths[sent]) // pieces[sent]  # equal pieces
+        docs = docs[sent]
     return np.append(starts, sent_starts[-1]), docs, int((pieces > 1).sum())
 
 
