@@ -24,7 +24,7 @@ def random_stream(rng, docs=30, longest=199):
 @pytest.mark.parametrize("seed", range(5))
 def test_cut_is_between_consecutive_sentences_of_one_document(seed):
     rng = np.random.default_rng(seed)
-    starts, doc_of = random_stream(rng, longest=125)  # every sentence fits (no pieces)
+    starts, doc_of = random_stream(rng, longest=62)  # no sentence longer than half a sequence: no pieces
     plan = plan_chunks(starts, doc_of, rng, PackingConfig(max_seq_length=128))
     sentence_at = {int(s): k for k, s in enumerate(starts[:-1])}
     for a, c, e in zip(plan.start, plan.cut, plan.end):
@@ -36,7 +36,7 @@ def test_cut_is_between_consecutive_sentences_of_one_document(seed):
 
 def test_chunks_tile_the_stream_and_count_every_token():
     rng = np.random.default_rng(0)
-    starts, doc_of = random_stream(rng, docs=200)
+    starts, doc_of = random_stream(rng, docs=200, longest=126)  # no pieces
     cfg = PackingConfig(max_seq_length=256)
     max_tokens = cfg.max_seq_length - 3
     plan = plan_chunks(starts, doc_of, np.random.default_rng(1), cfg)
@@ -52,12 +52,12 @@ def test_chunks_tile_the_stream_and_count_every_token():
         if nxt < len(lengths) and (e - a) + lengths[nxt] > max_tokens:
             full += 1  # the next sentence did not fit: the chunk is as full as whole sentences allow
     assert full / len(plan.start) > 0.8  # the others are short targets (10%) and the group's end
-    assert kept / (len(plan.start) * max_tokens) > 0.6  # sentences of 1-199 tokens in 253
+    assert kept / (len(plan.start) * max_tokens) > 0.6  # sentences of 1-126 tokens in 253
     assert 0.35 < plan.label.mean() < 0.65
 
 
 def test_sentences_longer_than_a_sequence_are_cut_into_pieces_that_pack():
-    # one document: 10, 300 (longer than 61), 10 tokens
+    # one document: 10, 300 (longer than a sequence of 61), 10 tokens
     starts = np.array([0, 10, 310, 320])
     plan = plan_chunks(starts, np.zeros(3, dtype=int), np.random.default_rng(0), PackingConfig(64))
     assert plan.sentences_split == 1 and plan.tokens_dropped_no_boundary == 0
@@ -102,3 +102,13 @@ def test_assemble_layout_and_swap():
     assert b.segment_ids[0, : b_len + 2].sum() == 0 and b.segment_ids[0, b_len + 2 : a_len + b_len + 3].all()
     assert b.word_start[0, [0, 1, b_len + 1, b_len + 2, a_len + b_len + 2]].all()
     assert not b.candidate[0, [0, b_len + 1, a_len + b_len + 2]].any()
+
+
+def test_no_sentence_sits_alone_without_an_a_b_place():
+    # one document of alternating 40- and 100-token sentences at L=128 (125 tokens): 100 + 40 does not
+    # fit, so whole sentences would leave every 100-token sentence alone; halves of 50 always pair
+    lengths = [40, 100] * 50
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    plan = plan_chunks(starts, np.zeros(100, dtype=int), np.random.default_rng(0), PackingConfig(128))
+    assert plan.sentences_split == 50 and plan.tokens_dropped_no_boundary == 0
+    assert int((plan.end - plan.start).sum()) == starts[-1]
