@@ -312,6 +312,20 @@ def latest(run_dir: str) -> str | None:
     return None
 
 
+def resolve(path: str) -> str:
+    """A checkpoint folder as given; a run folder (no config.json, a checkpoints/ folder) -> its newest
+    checkpoint that verifies. So `albert evaluate --checkpoint runs/r1` reads the run's last state."""
+    fs, root = _fs(path)
+    if fs.exists(f"{root.rstrip('/')}/config.json") or not fs.exists(checkpoints_dir(root)):
+        return path
+    found = latest(path)
+    if found is None:
+        from pipelines.errors import UserError
+
+        raise UserError(f"{path} is a run folder without a valid checkpoint")
+    return found
+
+
 @dataclass
 class Loaded:
     path: str

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(_command=command)
     if command == "export":
         parser.add_argument(
-            "--checkpoint", required=True, help="checkpoint folder (config.json, model.safetensors)"
+            "--checkpoint", required=True, help="checkpoint folder, or a run folder (its newest checkpoint)"
         )
         parser.add_argument(
             "--format",
@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args._command == "export":
+        from model.checkpoint import resolve
+
+        args.checkpoint = resolve(args.checkpoint)
         if args.format == "hf":
             from model.convert import export_hf
 

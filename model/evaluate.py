@@ -236,7 +236,9 @@ def format_report(r: dict) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, help="checkpoint folder (config.json + model.safetensors)")
+    p.add_argument(
+        "--checkpoint", required=True, help="checkpoint folder, or a run folder (its newest checkpoint)"
+    )
     p.add_argument(
         "--instances", required=True, help="instance folder with eval-*.tfrecord and train-*.tfrecord"
     )
@@ -253,6 +255,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from model.checkpoint import resolve
+
+    args.checkpoint = resolve(args.checkpoint)
     report = evaluate_checkpoint(
         args.checkpoint,
         args.instances,

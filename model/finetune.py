@@ -426,7 +426,11 @@ def format_report(r: dict) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, help="pretrained checkpoint folder (with spm.model)")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        help="pretrained checkpoint folder (with spm.model), or a run folder (its newest)",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--task", choices=sorted(TASKS), help="a bundled task")
     src.add_argument("--train", help="training examples (TSV or JSONL)")
@@ -469,8 +473,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         device=args.device,
     )
+    from model.checkpoint import resolve
+
     report = run_finetune(
-        args.checkpoint, train, dev, test, cfg, task, log=lambda m: print(m, file=sys.stderr)
+        resolve(args.checkpoint), train, dev, test, cfg, task, log=lambda m: print(m, file=sys.stderr)
     )
     print(format_report(report))
     if args.out:

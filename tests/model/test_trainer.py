@@ -204,3 +204,17 @@ def test_fresh_runs_start_the_output_bias_at_the_label_unigram(tmp_path, instanc
         with torch.no_grad():
             losses.append(float(t.model(**batch).mlm_loss))
     assert losses[0] < losses[1] - 1.0, losses
+
+
+def test_a_run_folder_stands_for_its_newest_checkpoint(tmp_path, instances_dir, model_config_file):
+    out = str(tmp_path / "run")
+    summary = train(train_config(instances_dir, out, model_config_file, steps=2))
+    assert ckpt.resolve(out) == summary["checkpoint"]  # the run folder -> its last checkpoint
+    assert ckpt.resolve(summary["checkpoint"]) == summary["checkpoint"]  # a checkpoint stays itself
+    os.makedirs(tmp_path / "empty" / "checkpoints")
+    with pytest.raises(UserError, match="without a valid checkpoint"):
+        ckpt.resolve(str(tmp_path / "empty"))
+    report = str(tmp_path / "eval.json")
+    assert albert(["evaluate", "--checkpoint", out, "--instances", instances_dir, "--out", report,
+                   "--max-batches", "1"]) == 0  # fmt: skip
+    assert json.load(open(report))["checkpoint"] == summary["checkpoint"]
