@@ -13,11 +13,11 @@ chunks of whole sentences (A + B, without [CLS]/[SEP]):
   is that maximum, or with probability `short_seq_prob` a random shorter one). A sentence longer than half a sequence is first
   cut into equal pieces of at most half a sequence, which pack like sentences: any two consecutive
   units then fit in one chunk, so a long sentence never sits alone without an A|B place. Nothing is trimmed away.
-- The A|B cut is drawn uniformly among the sentence starts strictly inside the chunk whose previous
-  sentence belongs to the SAME document. So A ends with sentence i of a document and B starts with its
-  sentence i+1: the swapped order (label 1) is a coherence error, never a topic change. A chunk with no
-  such place (one-sentence documents, or the last sentence of one document next to the first of
-  another) is dropped and its tokens counted: 0.3% of the sample's tokens at L=128.
+- The A|B cut is drawn uniformly among the unit starts strictly inside the chunk whose previous unit
+  belongs to the SAME document. So A ends with sentence i of a document (or a piece of it) and B goes
+  on with what follows it there: the swapped order (label 1) is a coherence error, never a topic
+  change. A chunk with no such place (one-sentence documents, or the last sentence of one document next
+  to the first of another) is dropped and its tokens counted: 0.2% of the sample's tokens at L=128.
 - With probability 0.5, A and B are swapped (label 1).
 
 Why whole sentences at the chunk edges: if a chunk could end anywhere inside a sentence, the segment
