@@ -282,10 +282,10 @@ class Trainer:
                     f"--init-checkpoint has vocab_size {init_config.vocab_size}, this run {self.config.vocab_size}"
                 )
             load_state(self.model, state, source=cfg.init_checkpoint)
-        elif cfg.output_bias_init == "unigram":
-            self._unigram_output_bias()
-        elif cfg.output_bias_init != "zeros":
+        elif cfg.output_bias_init not in ("unigram", "zeros"):
             raise UserError(f"unknown --output-bias-init {cfg.output_bias_init!r}; expected unigram or zeros")
+        elif cfg.output_bias_init == "unigram" and not ckpt.list_steps(cfg.out):
+            self._unigram_output_bias()  # not when resuming: the checkpoint's weights replace it
         self.model.to(self.device)
         self.wrapped = distx.wrap(self.model, self.dist, cfg.parallel, self.device)
         self.forward = torch.compile(self.wrapped) if cfg.compile else self.wrapped
