@@ -15,9 +15,9 @@ import gzip
 import hashlib
 import io
 import json
-import os
 from collections.abc import Iterator
 
+from pipelines import storage
 from pipelines.errors import UserError
 
 
@@ -34,15 +34,12 @@ def make_document(doc_id: str, source: str, sentences: list[str], title: str = "
 
 
 def open_text(path: str) -> io.TextIOBase:
-    """Open a text file, local or on any filesystem Beam knows (gs://...), .gz/.bz2 decompressed by
-    extension. Undecodable bytes become U+FFFD replacement characters so one bad byte never loses a
-    document; the instance stage counts them."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    if not FileSystems.exists(path):
+    """Open a text file, a local path or any URL (gs://...), .gz/.bz2 decompressed by extension.
+    Undecodable bytes become U+FFFD replacement characters so one bad byte never loses a document;
+    the instance stage counts them."""
+    if not storage.isfile(path):
         raise UserError(f"input file not found: {path}")
-    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    raw = storage.open_read(path)
     if path.endswith(".gz"):
         raw = gzip.GzipFile(fileobj=raw)
     elif path.endswith(".bz2"):
@@ -54,7 +51,7 @@ def read_text_documents(path: str) -> Iterator[dict]:
     """The original generator's input format: one sentence per line, a blank line between documents.
 
     Document ids are `text:<file name>:<n>` (position in the file: stable for a fixed file)."""
-    name = os.path.basename(path)
+    name = storage.basename(path)
     sentences: list[str] = []
     n = 0
     with open_text(path) as f:
@@ -73,12 +70,10 @@ def read_text_documents(path: str) -> Iterator[dict]:
 
 def corpus_files(corpus_dir: str) -> list[str]:
     """The document shards of a finished corpus stage (it must have its manifest.json)."""
-    from apache_beam.io.filesystems import FileSystems
-
     corpus_dir = corpus_dir.rstrip("/")
-    if not FileSystems.exists(corpus_dir + "/manifest.json"):
+    if not storage.exists(storage.join(corpus_dir, "manifest.json")):
         raise UserError(f"{corpus_dir} has no manifest.json: not a finished corpus-stage folder")
-    files = sorted(m.path for m in FileSystems.match([corpus_dir + "/docs-*.jsonl.gz"])[0].metadata_list)
+    files = storage.glob(storage.join(corpus_dir, "docs-*.jsonl.gz"))
     if not files:
         raise UserError(f"{corpus_dir} has no docs-*.jsonl.gz shards")
     return files

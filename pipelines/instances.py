@@ -19,18 +19,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import documents, peoples_daily
+from pipelines import documents, peoples_daily, storage
 from pipelines.errors import UserError
 from pipelines.instance_builder import (
     InstanceConfig,
@@ -117,13 +114,9 @@ class ReadGroups(beam.DoFn):
             if pending[split]:
                 yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
         if skipped:
-            dead_letter = f"{self.out_dir}/skipped-{file_index:05d}.jsonl.gz"
-            with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                f.write(
-                    gzip.compress(
-                        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped).encode(), mtime=0
-                    )
-                )
+            dead_letter = storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz")
+            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped)
+            storage.write_bytes(dead_letter, gzip.compress(lines.encode(), mtime=0))
         yield beam.pvalue.TaggedOutput(
             "read", {"documents_read": n_read, "skipped": dict(Counter(r["reason"] for r in skipped))}
         )
@@ -140,8 +133,7 @@ class WriteGroupFiles(beam.DoFn):
         self.tokens = Metrics.counter(NAMESPACE, "real_tokens_written")
 
     def setup(self):
-        with FileSystems.open(self.vocab_model) as f:
-            self.tokenizer = Tokenizer(f.read())
+        self.tokenizer = Tokenizer(storage.read_bytes(self.vocab_model))
 
     def process(self, group: Group):
         stream = encode_group(group.docs, self.tokenizer, self.config.whole_word)  # once for all copies
@@ -149,8 +141,7 @@ class WriteGroupFiles(beam.DoFn):
             blob, stats = build_group(group.docs, self.tokenizer, self.config, dupe, stream)
             name = f"{group.split}-{group.file_index:05d}-{group.index:05d}-{dupe:03d}.tfrecord"
             if blob:
-                with FileSystems.create(f"{self.out_dir}/{name}") as f:
-                    f.write(blob)
+                storage.write_bytes(storage.join(self.out_dir, name), blob)
                 stats["files"] = [{"name": name, "records": stats["instances"], "bytes": len(blob)}]
             self.instances.inc(stats["instances"])
             self.tokens.inc(stats["real_tokens"])
@@ -180,8 +171,7 @@ class _MergeStats(beam.CombineFn):
 
 
 def _write_json(obj, path: str) -> None:
-    with FileSystems.create(path) as f:
-        f.write(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+    storage.write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True))
 
 
 class CreateInstances(beam.PTransform):
@@ -206,7 +196,7 @@ class CreateInstances(beam.PTransform):
             (file_stats, read.read)
             | "AllStats" >> beam.Flatten()
             | "MergeStats" >> beam.CombineGlobally(_MergeStats())
-            | "WriteStats" >> beam.Map(_write_json, f"{self.out_dir}/stats.json")
+            | "WriteStats" >> beam.Map(_write_json, storage.join(self.out_dir, "stats.json"))
         )
         return file_stats
 
@@ -223,10 +213,10 @@ def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int
     elif text:
         paths = []
         for pattern in text:
-            matched = FileSystems.match([pattern])[0].metadata_list
+            matched = storage.glob(pattern)
             if not matched:
                 raise UserError(f"no input file matches {pattern}")
-            paths += [m.path for m in matched]
+            paths += matched
         items = [("text", p) for p in sorted(set(paths))]
     else:
         items = [("peoples-daily", peoples_daily.sample_path())]
@@ -280,20 +270,16 @@ def run_pipeline(
     from pipelines.manifest import file_sha256, read_manifest, write_manifest
 
     vocab_model = vocab_dir.rstrip("/") + "/spm.model" if not vocab_dir.endswith(".model") else vocab_dir
-    if not FileSystems.exists(vocab_model):
+    if not storage.isfile(vocab_model):
         raise UserError(f"no spm.model in {vocab_dir}: train one with `albert vocab --out DIR`")
-    with FileSystems.open(vocab_model) as f:
-        Tokenizer(f.read())  # fail now, in the driver, on a vocabulary without [CLS]/[SEP]/[MASK]
-    FileSystems.mkdirs(out_dir) if not FileSystems.exists(out_dir) else None
-    if FileSystems.exists(out_dir + "/manifest.json"):
-        FileSystems.delete([out_dir + "/manifest.json"])  # this folder is incomplete until we finish
-    stale = [
-        m
-        for pattern in ("/*.tfrecord", "/skipped-*.jsonl.gz")
-        for m in FileSystems.match([out_dir + pattern])[0].metadata_list
-    ]
-    if stale:
-        FileSystems.delete([m.path for m in stale])
+    Tokenizer(
+        storage.read_bytes(vocab_model)
+    )  # fail now, in the driver, on a vocabulary without [CLS]/[SEP]/[MASK]
+    storage.makedirs(out_dir)
+    storage.remove(storage.join(out_dir, "manifest.json"))  # this folder is incomplete until we finish
+    for pattern in ("*.tfrecord", "skipped-*.jsonl.gz"):
+        for stale in storage.glob(storage.join(out_dir, pattern)):
+            storage.remove(stale)
     if not any(a.startswith("--runner") for a in beam_args):
         beam_args = ["--runner=DirectRunner", *beam_args]  # never Beam's default Prism (a download)
     options = PipelineOptions(beam_args)
@@ -305,12 +291,11 @@ def run_pipeline(
             | "CreateInstances" >> CreateInstances(vocab_model, out_dir, config)
         )
     elapsed = time.time() - started
-    with FileSystems.open(out_dir + "/stats.json") as f:
-        stats = json.loads(f.read())
-    files = sorted(m.path for m in FileSystems.match([out_dir + "/*.tfrecord"])[0].metadata_list)
+    stats = storage.read_json(storage.join(out_dir, "stats.json"))
+    files = storage.glob(storage.join(out_dir, "*.tfrecord"))
     vocab_manifest = None
     try:
-        vocab_manifest = read_manifest(os.path.dirname(vocab_model))
+        vocab_manifest = read_manifest(storage.dirname(vocab_model))
     except UserError:
         pass
     return write_manifest(
@@ -328,7 +313,7 @@ def run_pipeline(
         seconds=round(elapsed, 2),
         summary=summarize(stats, config),
         counts=stats,
-        outputs={os.path.basename(p): file_sha256(p) for p in files},
+        outputs={storage.basename(p): file_sha256(p) for p in files},
     )
 
 

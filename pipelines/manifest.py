@@ -1,4 +1,4 @@
-"""`manifest.json`: the last file every stage writes into its output folder (DESIGN.md, data contracts).
+"""`manifest.json`: the last file every stage writes into its output folder (docs/architecture.md, data contracts).
 
 A folder without a manifest is incomplete and is never read by the next stage. The manifest records the
 inputs (paths and content hashes), the options, the seed, the code version, the counts, and the hashes
@@ -8,26 +8,19 @@ of the stage's own outputs. Paths may be local or any fsspec URL (gs://bucket/pr
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
-import json
 import os
 import subprocess
 from importlib import metadata
 
-import fsspec
-
+from pipelines import storage
 from pipelines.errors import UserError
 
 MANIFEST = "manifest.json"
 
 
-def file_sha256(path: str, chunk: int = 1 << 20) -> str:
+def file_sha256(path: str) -> str:
     """Content hash of a local file or fsspec URL, streamed."""
-    h = hashlib.sha256()
-    with fsspec.open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+    return storage.sha256(path)
 
 
 def code_version() -> str:
@@ -62,23 +55,19 @@ def write_manifest(out_dir: str, stage: str, **fields) -> dict:
         "code_version": code_version(),
         **fields,
     }
-    text = json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-    fs, _, (root,) = fsspec.get_fs_token_paths(out_dir)
-    final = root.rstrip("/") + "/" + MANIFEST
-    tmp = final + ".tmp"
-    with fs.open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    fs.mv(tmp, final)
+    # One atomic write: a temporary file renamed locally, a single upload on an object store.
+    storage.write_json(storage.join(out_dir, MANIFEST), manifest)
     return manifest
 
 
 def read_manifest(stage_dir: str) -> dict:
     """The manifest of a finished stage, or a UserError saying the folder is incomplete."""
-    path = stage_dir.rstrip("/") + "/" + MANIFEST
-    fs, _, (p,) = fsspec.get_fs_token_paths(path)
-    if not fs.exists(p):
+    path = storage.join(stage_dir, MANIFEST)
+    if not storage.exists(path):
         raise UserError(
             f"{stage_dir} has no {MANIFEST}: that stage did not finish (or this is the wrong folder)"
         )
-    with fs.open(p, "r", encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        return storage.read_json(path)
+    except ValueError as err:
+        raise UserError(f"{path} is not valid JSON ({err}): the stage folder is damaged") from None

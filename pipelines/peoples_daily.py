@@ -14,10 +14,12 @@ check whole-word masking against a real segmentation.
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import re
 from collections.abc import Iterator
 
+from pipelines import storage
 from pipelines.documents import make_document
 from pipelines.errors import UserError
 from pipelines.sentences import split_sentences
@@ -91,7 +93,7 @@ def read_articles(path: str | None = None, limit: int | None = None) -> Iterator
     def flush():
         return make_document(f"{SOURCE}:199801-{n:05d}", SOURCE, sentences, title=title, words=words)
 
-    with open(path, encoding="utf-8") as f:
+    with io.TextIOWrapper(storage.open_read(path), encoding="utf-8") as f:
         for raw in f:
             line_words = parse_line(raw.strip())
             text = "".join(line_words)

@@ -203,12 +203,11 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str) -> Tokenizer:
         """Load `spm.model` from a file path or fsspec URL, or from a vocab folder holding it."""
-        import fsspec
+        from pipelines import storage
 
         if not path.endswith(".model"):
-            path = path.rstrip("/") + "/spm.model"
-        with fsspec.open(path, "rb") as f:
-            return cls(f.read())
+            path = storage.join(path, "spm.model")
+        return cls(storage.read_bytes(path))
 
     def encode_document(
         self,

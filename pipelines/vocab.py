@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import io
-import os
 import random
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -142,15 +141,15 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
     """Write spm.model and spm.vocab (piece<TAB>score, the format SentencePiece itself writes)."""
     import sentencepiece as spm
 
-    os.makedirs(out_dir, exist_ok=True)
-    model_path = os.path.join(out_dir, "spm.model")
-    with open(model_path, "wb") as f:
-        f.write(proto)
+    from pipelines import storage
+
+    model_path = storage.join(out_dir, "spm.model")
+    storage.write_bytes(model_path, proto)
     sp = spm.SentencePieceProcessor(model_proto=proto)
-    vocab_path = os.path.join(out_dir, "spm.vocab")
-    with open(vocab_path, "w", encoding="utf-8") as f:
-        for i in range(sp.get_piece_size()):
-            f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
+    vocab_path = storage.join(out_dir, "spm.vocab")
+    storage.write_text(
+        vocab_path, "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
+    )
     return [model_path, vocab_path]
 
 
@@ -195,6 +194,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines import storage
     from pipelines.manifest import file_sha256, write_manifest
 
     config = VocabConfig(
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         config=asdict(config),
         seed=config.seed,
         counts=stats,
-        outputs={os.path.basename(p): file_sha256(p) for p in outputs},
+        outputs={storage.basename(p): file_sha256(p) for p in outputs},
     )
     print(
         f"vocab: {stats['vocab_size']} pieces ({stats['atomic_single_char_pieces']} single CJK/punctuation characters) "

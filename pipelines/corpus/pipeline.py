@@ -28,7 +28,8 @@ import apache_beam as beam
 import xxhash
 from apache_beam.metrics import Metrics
 
-from pipelines.corpus import clean, fileio
+from pipelines import storage
+from pipelines.corpus import clean
 from pipelines.corpus.dedup import NS, ExactDuplicates, NearDuplicates, RepeatedLines
 from pipelines.corpus.normalize import ChineseConverter
 from pipelines.corpus.options import CorpusOptions
@@ -247,11 +248,8 @@ class _WriteShard(beam.DoFn):
                 gz.write(dumps(r).encode("utf-8") + b"\n")
         data = buf.getvalue()
         name = shard_name(self.prefix, index, count)
-        path = fileio.join(self.out_dir, name)
-        tmp = fileio.join(self.out_dir, TMP_DIR, name)
-        with fileio.open_write(tmp) as f:
-            f.write(data)
-        fileio.rename(tmp, path)
+        path = storage.join(self.out_dir, name)
+        storage.write_bytes(path, data)  # appears whole: a renamed temporary file, or one upload
         by_key: dict[str, int] = {}
         for r in records:
             if self.prefix == "docs":
@@ -307,9 +305,8 @@ def _doc_chars(doc: dict) -> int:
 
 
 def _write_summary(summaries: list[dict], out_dir: str) -> str:
-    path = fileio.join(out_dir, TMP_DIR, SUMMARY)
-    with fileio.open_write(path) as f:
-        f.write(json.dumps(sorted(summaries, key=lambda s: s["file"]), ensure_ascii=False).encode("utf-8"))
+    path = storage.join(out_dir, TMP_DIR, SUMMARY)
+    storage.write_text(path, json.dumps(sorted(summaries, key=lambda s: s["file"]), ensure_ascii=False))
     return path
 
 

@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipelines.corpus import fileio
+from pipelines import storage
 from pipelines.corpus.options import CorpusOptions
 from pipelines.documents import content_id
 from pipelines.errors import UserError
@@ -59,7 +59,7 @@ def parse_source(spec: str) -> SourceSpec:
 
 
 def _is_wiki_index(path: str) -> bool:
-    name = fileio.basename(path)
+    name = storage.basename(path)
     return "index" in name and ".txt" in name
 
 
@@ -67,7 +67,7 @@ def wiki_index_name(dump_path: str) -> str | None:
     """The conventional multistream index beside a dump:
     zhwiki-D-pages-articles-multistream.xml.bz2 -> zhwiki-D-pages-articles-multistream-index.txt.bz2
     (partial dumps: ...-multistream1.xml-p1p187712.bz2 -> ...-multistream-index1.txt-p1p187712.bz2)."""
-    name = fileio.basename(dump_path)
+    name = storage.basename(dump_path)
     if "multistream" not in name or ".xml" not in name:
         return None
     index = re.sub(r"multistream(\d*)", r"multistream-index\1", name, count=1).replace(".xml", ".txt", 1)
@@ -82,11 +82,11 @@ def plan_sources(specs: list[str]) -> list[dict]:
         spec = parse_source(raw)
         if spec.kind == "peoples-daily":
             path = "" if spec.pattern in ("", "sample") else spec.pattern
-            if path and not fileio.exists(path):
+            if path and not storage.exists(path):
                 raise UserError(f"--source {raw}: no such file {path!r}")
             items.append({"kind": spec.kind, "path": path, "size": 0, "index": None, "start": 0, "end": None})
             continue
-        found = fileio.match(spec.pattern)
+        found = storage.match(spec.pattern)
         if not found:
             raise UserError(f"--source {raw}: no file matches {spec.pattern!r}")
         if spec.kind == "zhwiki":
@@ -95,7 +95,7 @@ def plan_sources(specs: list[str]) -> list[dict]:
                 if path in indexes:
                     continue
                 index = wiki_index_name(path)
-                if index and index not in indexes and not fileio.exists(index):
+                if index and index not in indexes and not storage.exists(index):
                     index = None
                 items.append(
                     {"kind": "zhwiki", "path": path, "size": size, "index": index, "start": 0, "end": None}
@@ -115,7 +115,7 @@ def _compression(path: str) -> str | None:
 
 def iter_index_offsets(index_path: str) -> Iterator[int]:
     """Distinct stream offsets of a multistream index (`offset:pageid:title` lines), in file order."""
-    raw = fileio.open_read(index_path)
+    raw = storage.open_read(index_path)
     stream = bz2.BZ2File(raw) if _compression(index_path) == "bz2" else raw
     last = None
     with stream:
@@ -192,7 +192,7 @@ class _Decompressed(io.RawIOBase):
     bz2/gzip readers leave a file object they were given open)."""
 
     def __init__(self, item: dict):
-        self.raw = fileio.open_read(item["path"])
+        self.raw = storage.open_read(item["path"])
         view = io.BufferedReader(_Range(self.raw, item.get("start", 0), item.get("end")), buffer_size=_CHUNK)
         kind = _compression(item["path"])
         self.stream = (
@@ -308,7 +308,7 @@ def iter_page_blobs(stream, max_bytes: int) -> Iterator[tuple[bytes | None, int]
 
 
 def _wiki_url(path: str, page_id: str) -> str:
-    m = re.match(r"([a-z_]+?)wiki-", fileio.basename(path))
+    m = re.match(r"([a-z_]+?)wiki-", storage.basename(path))
     return f"https://{m.group(1).replace('_', '-')}.wikipedia.org/wiki?curid={page_id}" if m else ""
 
 
@@ -426,7 +426,7 @@ def read_jsonl(item: dict, opts: CorpusOptions) -> Iterator[dict]:
             stream = _open_decompressed(item)
             start, end = 0, None
         else:
-            stream = fileio.open_read(item["path"])
+            stream = storage.open_read(item["path"])
             start, end = item.get("start", 0), item.get("end")
             stream.seek(start)
         with stream:

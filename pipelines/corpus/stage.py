@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import os
@@ -16,13 +15,13 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-from pipelines.corpus import fileio
+from pipelines import storage
 from pipelines.corpus.dedup import NS
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
 from pipelines.corpus.sources import plan_sources
 from pipelines.errors import UserError
-from pipelines.manifest import MANIFEST, code_version, file_sha256, write_manifest
+from pipelines.manifest import MANIFEST, file_sha256, write_manifest
 
 STATS = "stats.json"
 _log = logging.getLogger(__name__)
@@ -143,8 +142,6 @@ def _counts_from_summaries(summaries: list[dict]) -> dict[str, int]:
 def describe_inputs(items: list[dict]) -> list[dict]:
     """Inputs for the manifest: path, size and content hash (sha256 streamed for local files; the
     filesystem's own checksum, e.g. GCS md5/crc, for remote ones, to avoid downloading them)."""
-    from apache_beam.io.filesystems import FileSystems
-
     from pipelines.peoples_daily import sample_path
 
     seen, out = set(), []
@@ -154,46 +151,18 @@ def describe_inputs(items: list[dict]) -> list[dict]:
             if path in seen:
                 continue
             seen.add(path)
-            entry = {"kind": item["kind"], "path": path}
-            if "://" in path:
-                entry["size"] = fileio.size(path)
-                entry["checksum"] = FileSystems.checksum(path)
+            entry = {"kind": item["kind"], "path": path, "size": storage.size(path)}
+            if storage.is_url(path):
+                entry["checksum"] = storage.checksum(path)
             else:
-                entry["size"] = os.path.getsize(path)
                 entry["sha256"] = file_sha256(path)
             out.append(entry)
     return out
 
 
-def _read_json(path: str):
-    with fileio.open_read(path) as f:
-        return json.loads(f.read().decode("utf-8"))
-
-
-def _write_json(path: str, obj) -> None:
-    with fileio.open_write(path) as f:
-        f.write((json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-
-
 def _previous_outputs(out_dir: str) -> list[str]:
     patterns = ["docs-*.jsonl.gz", "rejected-*.jsonl.gz", STATS, MANIFEST]
-    return [p for pat in patterns for p, _ in fileio.match(fileio.join(out_dir, pat))]
-
-
-def _write_manifest(out_dir: str, **fields) -> dict:
-    """pipelines.manifest.write_manifest where fsspec can reach out_dir; otherwise (e.g. gs:// without
-    gcsfs on the launcher) the same document written through Beam's filesystems."""
-    try:
-        return write_manifest(out_dir, "corpus", **fields)
-    except (ImportError, ValueError):
-        manifest = {
-            "stage": "corpus",
-            "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "code_version": code_version(),
-            **fields,
-        }
-        _write_json(fileio.join(out_dir, MANIFEST), manifest)
-        return manifest
+    return [p for pat in patterns for p, _ in storage.match(storage.join(out_dir, pat))]
 
 
 # --- the stage ---------------------------------------------------------------------------------------------
@@ -216,14 +185,15 @@ def run_corpus(
     inputs = describe_inputs(items)
     flags = beam_flags(runner, extra_beam_flags or [])
     config = json.loads(json.dumps({"sources": list(sources), "options": opts.to_dict()}))  # as stored
-    manifest_path = fileio.join(out_dir, MANIFEST)
-    if fileio.exists(manifest_path) and not force:
-        previous = _read_json(manifest_path)
+    manifest_path = storage.join(out_dir, MANIFEST)
+    if storage.exists(manifest_path) and not force:
+        previous = storage.read_json(manifest_path)
         if previous.get("inputs") == inputs and previous.get("config") == config:
             _log.info("%s is up to date (same inputs and options): nothing to do", out_dir)
             return previous
         raise UserError(f"{out_dir} holds a corpus of other inputs or options; pass --force to replace it")
-    fileio.delete(_previous_outputs(out_dir) + [fileio.join(out_dir, TMP_DIR)])
+    for path in _previous_outputs(out_dir) + [storage.join(out_dir, TMP_DIR)]:
+        storage.remove(path, recursive=True)
 
     started = time.time()
     with beam.Pipeline(options=PipelineOptions(flags)) as p:
@@ -232,10 +202,10 @@ def run_corpus(
     seconds = time.time() - started
 
     stats = stats_from_counters(counters_from_result(result))
-    summaries = _read_json(fileio.join(out_dir, TMP_DIR, SUMMARY))
+    summaries = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
     written = _counts_from_summaries(summaries)
     stats["seconds"] = round(seconds, 3)
-    _write_json(fileio.join(out_dir, STATS), stats)
+    storage.write_json(storage.join(out_dir, STATS), stats)
     # The counters and the files written must tell the same story, and nothing may go missing.
     kept_written = sum(v for k, v in written.items() if k.startswith("kept/"))
     rejected_written = sum(v for k, v in written.items() if not k.startswith("kept/"))
@@ -248,9 +218,10 @@ def run_corpus(
         problems.append(f"rejected shards hold {rejected_written} records, counters say otherwise")
     if problems:
         raise RuntimeError("corpus accounting failed, no manifest written: " + "; ".join(problems))
-    fileio.delete([fileio.join(out_dir, TMP_DIR)])
-    return _write_manifest(
+    storage.remove(storage.join(out_dir, TMP_DIR), recursive=True)
+    return write_manifest(
         out_dir,
+        "corpus",
         inputs=inputs,
         config=config,
         seed=opts.minhash_seed,
@@ -265,7 +236,7 @@ def run_corpus(
         + [
             {
                 "file": STATS,
-                "sha256": file_sha256(fileio.join(out_dir, STATS)) if "://" not in out_dir else None,
+                "sha256": file_sha256(storage.join(out_dir, STATS)),
             }
         ],
     )

@@ -1,25 +1,27 @@
-"""Inputs and outputs on any filesystem: Beam's (local, gs://) and, for other URLs, fsspec."""
+"""pipelines.storage: local paths and fsspec URLs through one set of functions."""
 
 import bz2
 
 import fsspec
 
-from pipelines.corpus import fileio, sources
+from pipelines import storage
+from pipelines.corpus import sources
 from pipelines.corpus.options import CorpusOptions
 from tests.pipelines.corpus.fixtures import page_xml, write_dump
 
 
 def test_local_match_read_write_rename_delete(tmp_path):
     path = str(tmp_path / "sub" / "a.txt")
-    with fileio.open_write(path) as f:  # parent folders are created
+    with storage.open_write(path) as f:  # parent folders are created
         f.write(b"hello")
-    assert fileio.match(str(tmp_path / "sub" / "*.txt")) == [(path, 5)]
-    fileio.rename(path, path + ".2")
-    with fileio.open_read(path + ".2") as f:
+    assert storage.match(str(tmp_path / "sub" / "*.txt")) == [(path, 5)]
+    storage.rename(path, path + ".2")
+    with storage.open_read(path + ".2") as f:
         f.seek(1)
         assert f.read() == b"ello"
-    fileio.delete([path + ".2", path + ".missing"])
-    assert not fileio.exists(path + ".2")
+    storage.remove(path + ".2")
+    storage.remove(path + ".missing")  # nothing to remove: no error
+    assert not storage.exists(path + ".2")
 
 
 def test_fsspec_url_sources_are_read(tmp_path):
@@ -45,8 +47,8 @@ def test_fsspec_url_sources_are_read(tmp_path):
         for r in sources.read_work(part, opts)
     ]
     assert ids == ["zhwiki:1", "zhwiki:2", "news2016zh:7"]
-    with fileio.open_write("memory://corpus-test/out/x.bin") as f:
+    with storage.open_write("memory://corpus-test/out/x.bin") as f:
         f.write(b"x")
-    assert fileio.exists("memory://corpus-test/out/x.bin")
-    fileio.delete(["memory://corpus-test/out"])
-    assert not fileio.exists("memory://corpus-test/out/x.bin")
+    assert storage.exists("memory://corpus-test/out/x.bin")
+    storage.remove("memory://corpus-test/out", recursive=True)
+    assert not storage.exists("memory://corpus-test/out/x.bin")
