@@ -10,9 +10,9 @@ A checkpoint folder holds
                                                data position, Python and NumPy RNG state
     checksums.json                             sha256 of every file above, written LAST
 
-It is written into a hidden temporary folder next to its final place and renamed when complete
-(an fsspec URL: files moved, then checksums.json written, so a folder without checksums.json is
-never complete). `latest` returns the newest folder whose checksums verify; a corrupt or partial one
+Locally it is written into a hidden temporary folder next to its final place and renamed when
+complete. On an object store (gs://, s3://) there is no folder rename: the files are written in place
+and checksums.json last, and a folder without checksums.json is never taken for a checkpoint. `latest` returns the newest folder whose checksums verify; a corrupt or partial one
 is reported and skipped. The last `keep` checkpoints are kept.
 
 Model and optimizer state are gathered as full (unsharded) state dicts with
@@ -36,6 +36,7 @@ import torch
 import torch.nn as nn
 
 from model.convert import CONFIG_NAME, SPM_NAME, WEIGHTS_NAME, tied_aliases
+from pipelines import storage
 from pipelines.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -50,34 +51,6 @@ _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 class CheckpointError(UserError):
     """A checkpoint that is missing, incomplete or fails its checksums."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Storage: local paths or fsspec URLs
-
-
-def _fs(path: str):
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(path)
-    return fs, root
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
-
-
-def _write_bytes(fs, path: str, data: bytes) -> None:
-    with fs.open(path, "wb") as f:
-        f.write(data)
-
-
-def _sha256_file(fs, path: str) -> str:
-    h = hashlib.sha256()
-    with fs.open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -197,11 +170,11 @@ def set_rng_state(state_json: dict, tensors: dict[str, torch.Tensor]) -> None:
 
 
 def checkpoints_dir(run_dir: str) -> str:
-    return run_dir.rstrip("/") + "/checkpoints"
+    return storage.join(run_dir, "checkpoints")
 
 
 def step_dir(run_dir: str, step: int) -> str:
-    return f"{checkpoints_dir(run_dir)}/step-{step}"
+    return storage.join(checkpoints_dir(run_dir), f"step-{step}")
 
 
 def save(
@@ -223,11 +196,6 @@ def save(
     bad = [k for k, v in model_tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
         raise CheckpointError(f"refusing to write a checkpoint with non-finite weights: {', '.join(bad[:5])}")
-    fs, root = _fs(checkpoints_dir(run_dir))
-    fs.makedirs(root, exist_ok=True)
-    final = f"{root}/step-{step}"
-    tmp = f"{root}/.step-{step}.tmp-{uuid.uuid4().hex[:8]}"
-    fs.makedirs(tmp, exist_ok=True)
     files: dict[str, bytes] = {
         CONFIG_NAME: (json.dumps(config_json, indent=2, sort_keys=True) + "\n").encode(),
         WEIGHTS_NAME: st_save(model_tensors, metadata={"format": "pt"}),
@@ -237,65 +205,68 @@ def save(
         TRAINER: (json.dumps(trainer_json, indent=1) + "\n").encode(),
     }
     if spm_model:
-        with _fs(spm_model)[0].open(_fs(spm_model)[1], "rb") as f:
-            files[SPM_NAME] = f.read()
+        files[SPM_NAME] = storage.read_bytes(spm_model)
     checksums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    for name, data in files.items():
-        _write_bytes(fs, f"{tmp}/{name}", data)
     summary = (json.dumps({"step": step, "files": checksums}, indent=1) + "\n").encode()
-    if _is_local(run_dir):
-        _write_bytes(fs, f"{tmp}/{CHECKSUMS}", summary)
+    final = step_dir(run_dir, step)
+    if storage.is_url(run_dir):
+        # An object store has no folder rename: write the files in place, checksums.json LAST. Until
+        # it exists the folder is not a checkpoint (list_steps, latest), so a reader never sees a part.
+        storage.remove(final, recursive=True)  # a leftover of an earlier attempt at the same step
+        for name, data in files.items():
+            storage.write_bytes(storage.join(final, name), data)
+        storage.write_bytes(storage.join(final, CHECKSUMS), summary)
+    else:
+        root = storage.local_path(checkpoints_dir(run_dir))
+        tmp = os.path.join(root, f".step-{step}.tmp-{uuid.uuid4().hex[:8]}")
+        os.makedirs(tmp)
+        for name, data in {**files, CHECKSUMS: summary}.items():
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
+        final = storage.local_path(final)
         if os.path.exists(final):  # a leftover of an earlier attempt at the same step
             shutil.rmtree(final)
         os.replace(tmp, final)  # atomic: the folder appears complete or not at all
-    else:
-        if fs.exists(final):
-            fs.rm(final, recursive=True)
-        for name in files:
-            fs.mv(f"{tmp}/{name}", f"{final}/{name}")
-        _write_bytes(fs, f"{final}/{CHECKSUMS}", summary)  # last: marks the folder complete
-        fs.rm(tmp, recursive=True)
     prune(run_dir, keep)
-    return final if _is_local(run_dir) else step_dir(run_dir, step)
+    return final
 
 
 def list_steps(run_dir: str) -> list[int]:
     """Steps of the checkpoint folders that look complete (have checksums.json), ascending."""
-    fs, root = _fs(checkpoints_dir(run_dir))
-    if not fs.exists(root):
-        return []
+    root = checkpoints_dir(run_dir)
     steps = []
-    for p in fs.ls(root, detail=False):
-        m = _STEP_DIR.match(p.rstrip("/").rsplit("/", 1)[-1])
-        if m and fs.exists(f"{p.rstrip('/')}/{CHECKSUMS}"):
+    for name in storage.subdirs(root):
+        m = _STEP_DIR.match(name)
+        if m and storage.exists(storage.join(root, name, CHECKSUMS)):
             steps.append(int(m.group(1)))
     return sorted(steps)
 
 
 def prune(run_dir: str, keep: int) -> None:
     """Keep the newest `keep` complete checkpoints; remove older ones and stale temporary folders."""
-    fs, root = _fs(checkpoints_dir(run_dir))
+    root = checkpoints_dir(run_dir)
     steps = list_steps(run_dir)
     for s in steps[: max(0, len(steps) - keep)]:
-        fs.rm(f"{root}/step-{s}", recursive=True)
-    for p in fs.ls(root, detail=False):
-        name = p.rstrip("/").rsplit("/", 1)[-1]
+        storage.remove(step_dir(run_dir, s), recursive=True)
+    for name in storage.subdirs(root):
         if name.startswith(".step-") and ".tmp-" in name:
-            fs.rm(p, recursive=True)
+            storage.remove(storage.join(root, name), recursive=True)
 
 
 def verify(path: str) -> dict:
     """Check every file against checksums.json. Returns the checksums; CheckpointError otherwise."""
-    fs, root = _fs(path)
+    sums = storage.join(path, CHECKSUMS)
+    if not storage.exists(sums):
+        raise CheckpointError(f"{path} is not a complete checkpoint: {CHECKSUMS} is missing")
     try:
-        with fs.open(f"{root}/{CHECKSUMS}", "rb") as f:
-            info = json.loads(f.read())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is not a complete checkpoint: {CHECKSUMS} is missing") from None
-    for name, digest in info["files"].items():
-        if not fs.exists(f"{root}/{name}"):
+        info = storage.read_json(sums)
+        files = dict(info["files"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{path}: {CHECKSUMS} is damaged ({err})") from None
+    for name, digest in files.items():
+        if not storage.exists(storage.join(path, name)):
             raise CheckpointError(f"{path}: {name} is missing")
-        if _sha256_file(fs, f"{root}/{name}") != digest:
+        if storage.sha256(storage.join(path, name)) != digest:
             raise CheckpointError(f"{path}: {name} does not match its sha256 in {CHECKSUMS}")
     return info
 
@@ -315,13 +286,10 @@ def latest(run_dir: str) -> str | None:
 def resolve(path: str) -> str:
     """A checkpoint folder as given; a run folder (no config.json, a checkpoints/ folder) -> its newest
     checkpoint that verifies. So `albert evaluate --checkpoint runs/r1` reads the run's last state."""
-    fs, root = _fs(path)
-    if fs.exists(f"{root.rstrip('/')}/config.json") or not fs.exists(checkpoints_dir(root)):
+    if storage.exists(storage.join(path, CONFIG_NAME)) or not storage.isdir(checkpoints_dir(path)):
         return path
     found = latest(path)
     if found is None:
-        from pipelines.errors import UserError
-
         raise UserError(f"{path} is a run folder without a valid checkpoint")
     return found
 
@@ -341,11 +309,9 @@ def load(path: str) -> Loaded:
     from safetensors.torch import load as st_load
 
     verify(path)
-    fs, root = _fs(path)
 
     def read(name: str) -> bytes:
-        with fs.open(f"{root}/{name}", "rb") as f:
-            return f.read()
+        return storage.read_bytes(storage.join(path, name))
 
     return Loaded(
         path=path,

@@ -308,12 +308,14 @@ class AlbertConfig:
 
         "auto" takes a file with `model_type` or `architectures` as transformers', anything else as Google's.
         """
-        path = Path(path)
+        from pipelines import storage
+
+        path = str(path)
+        if not storage.isfile(path):
+            raise ConfigError(f"config file not found: {path}")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except (OSError, json.JSONDecodeError) as err:
+            data = json.loads(storage.read_text(path))
+        except (OSError, ValueError) as err:
             raise ConfigError(f"cannot read config {path}: {err}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config {path} is not a JSON object")
@@ -325,8 +327,10 @@ class AlbertConfig:
             raise ConfigError(f"config {path}: {err}") from None
 
     def to_json_file(self, path: str | Path, format: Literal["hf", "google"] = "hf") -> None:
+        from pipelines import storage
+
         data = self.to_hf_dict() if format == "hf" else self.to_google_dict()
-        Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        storage.write_text(str(path), json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 # REFERENCE.md §3. ALBERT presets are the v2 configs (no dropout); BERT equivalents keep BERT's 0.1
@@ -371,6 +375,8 @@ def load_config(spec: str | Path) -> AlbertConfig:
     text = str(spec)
     if text.replace("-", "_").lower() in PRESETS:
         return AlbertConfig.from_preset(text)
-    if Path(text).is_file():
+    from pipelines import storage
+
+    if storage.isfile(text):
         return AlbertConfig.from_json_file(text)
     raise ConfigError(f"{text!r} is neither a preset ({', '.join(PRESETS)}) nor a config file")

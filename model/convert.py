@@ -17,9 +17,6 @@ missing or unexpected keys. transformers itself is not needed for that (nor impo
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -34,6 +31,7 @@ from model.albert import (
     AlbertPreTrainedModel,
 )
 from model.config import AlbertConfig
+from pipelines import storage
 from pipelines.errors import UserError
 
 CONFIG_NAME = "config.json"
@@ -102,56 +100,43 @@ def _model_class(name: str) -> type[AlbertPreTrainedModel]:
 # Checkpoint folder
 
 
-def _write_atomically(path: Path, write) -> None:
-    """write(tmp_path) then rename: a reader never sees a half-written file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def save_pretrained(
     model: AlbertPreTrainedModel, out_dir: str | Path, spm_model_path: str | Path | None = None
-) -> Path:
-    """Write config.json, model.safetensors and (optionally) spm.model into out_dir."""
-    from safetensors.torch import save_file
+) -> str:
+    """Write config.json, model.safetensors and (optionally) spm.model into out_dir (a folder or URL).
+    Each file appears whole (pipelines.storage.write_bytes)."""
+    from safetensors.torch import save as st_save
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = str(out_dir)
     state = canonical_state_dict(model)
     config = model.config.to_hf_dict()
     config["architectures"] = [type(model).__name__]
     if hasattr(model, "num_labels"):  # fine-tuning heads: their width, for load_pretrained
         config["num_labels"] = model.num_labels
-    _write_atomically(out / WEIGHTS_NAME, lambda p: save_file(state, p, metadata={"format": "pt"}))
-    _write_atomically(
-        out / CONFIG_NAME, lambda p: Path(p).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    )
+    storage.write_bytes(storage.join(out, WEIGHTS_NAME), st_save(state, metadata={"format": "pt"}))
+    storage.write_text(storage.join(out, CONFIG_NAME), json.dumps(config, indent=2, sort_keys=True) + "\n")
     if spm_model_path is not None:
-        src = Path(spm_model_path)
-        if not src.is_file():
+        src = str(spm_model_path)
+        if not storage.isfile(src):
             raise UserError(f"SentencePiece model not found: {src}")
-        if src.resolve() != (out / SPM_NAME).resolve():
-            shutil.copyfile(src, out / SPM_NAME)
+        if storage.absolute(src) != storage.absolute(storage.join(out, SPM_NAME)):
+            storage.copy(src, storage.join(out, SPM_NAME))
     return out
 
 
 def read_checkpoint(ckpt_dir: str | Path) -> tuple[AlbertConfig, dict[str, torch.Tensor], dict]:
-    """(config, tensors, raw config.json) of a checkpoint folder; UserError when it is not one."""
-    from safetensors.torch import load_file
+    """(config, tensors, raw config.json) of a checkpoint folder (a path or URL); UserError when it is
+    not one."""
+    from safetensors.torch import load as st_load
 
-    d = Path(ckpt_dir)
-    if not d.is_dir():
+    d = str(ckpt_dir)
+    if not storage.isdir(d):
         raise UserError(f"checkpoint folder not found: {d}")
     for name in (CONFIG_NAME, WEIGHTS_NAME):
-        if not (d / name).is_file():
+        if not storage.isfile(storage.join(d, name)):
             raise UserError(f"{d} is not a checkpoint folder: {name} is missing")
-    raw = json.loads((d / CONFIG_NAME).read_text(encoding="utf-8"))
-    return AlbertConfig.from_hf_dict(raw), load_file(str(d / WEIGHTS_NAME)), raw
+    raw = storage.read_json(storage.join(d, CONFIG_NAME))
+    return AlbertConfig.from_hf_dict(raw), st_load(storage.read_bytes(storage.join(d, WEIGHTS_NAME))), raw
 
 
 def load_state(
@@ -220,7 +205,7 @@ def load_pretrained(
 # transformers export
 
 
-def _hf_tokenizer_files(spm_path: Path, out: Path) -> None:
+def _hf_tokenizer_files(spm_path: str, out: str) -> None:
     """spiece.model + tokenizer_config.json so transformers' AlbertTokenizer loads the vocabulary.
 
     The ids of [CLS]/[SEP]/[MASK]/pad/unk are those of the model. Caveat: pipelines.tokenizer also
@@ -231,7 +216,8 @@ def _hf_tokenizer_files(spm_path: Path, out: Path) -> None:
     """
     import sentencepiece as spm
 
-    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
+    proto = storage.read_bytes(spm_path)
+    sp = spm.SentencePieceProcessor(model_proto=proto)
 
     def piece(i: int, default: str) -> str:
         return sp.id_to_piece(i) if 0 <= i < sp.get_piece_size() else default
@@ -239,7 +225,7 @@ def _hf_tokenizer_files(spm_path: Path, out: Path) -> None:
     def find(p: str, default: str) -> str:
         return p if sp.piece_to_id(p) != sp.unk_id() else default
 
-    shutil.copyfile(spm_path, out / "spiece.model")
+    storage.write_bytes(storage.join(out, "spiece.model"), proto)
     tokenizer_config = {
         "tokenizer_class": "AlbertTokenizer",
         "do_lower_case": False,
@@ -254,26 +240,26 @@ def _hf_tokenizer_files(spm_path: Path, out: Path) -> None:
         "eos_token": find("[SEP]", "[SEP]"),
         "model_max_length": 512,
     }
-    (out / "tokenizer_config.json").write_text(
-        json.dumps(tokenizer_config, indent=2) + "\n", encoding="utf-8"
+    storage.write_text(
+        storage.join(out, "tokenizer_config.json"), json.dumps(tokenizer_config, indent=2) + "\n"
     )
 
 
-def export_hf(ckpt_dir: str | Path, out_dir: str | Path) -> Path:
-    """Checkpoint folder -> a transformers AlbertForPreTraining folder (+ tokenizer files if spm.model)."""
-    from safetensors.torch import save_file
+def export_hf(ckpt_dir: str | Path, out_dir: str | Path) -> str:
+    """Checkpoint folder -> a transformers AlbertForPreTraining folder (+ tokenizer files if spm.model).
+    Either may be a local path or a URL."""
+    from safetensors.torch import save as st_save
 
     model = load_pretrained(ckpt_dir, AlbertForPreTraining)
     state, config = to_hf_state_dict(model)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = str(out_dir)
     hf_config = config.to_hf_dict()
     hf_config.pop("sharing", None)
-    save_file(state, str(out / WEIGHTS_NAME), metadata={"format": "pt"})
-    (out / CONFIG_NAME).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    spm_path = Path(ckpt_dir) / SPM_NAME
-    if spm_path.is_file():
-        shutil.copyfile(spm_path, out / SPM_NAME)
+    storage.write_bytes(storage.join(out, WEIGHTS_NAME), st_save(state, metadata={"format": "pt"}))
+    storage.write_text(storage.join(out, CONFIG_NAME), json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+    spm_path = storage.join(str(ckpt_dir), SPM_NAME)
+    if storage.isfile(spm_path):
+        storage.copy(spm_path, storage.join(out, SPM_NAME))
         _hf_tokenizer_files(spm_path, out)
     return out
 

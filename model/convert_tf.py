@@ -24,8 +24,9 @@ error naming it. TensorFlow is imported only when one of these functions runs.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ import torch
 from model.albert import AlbertForPreTraining
 from model.config import AlbertConfig
 from model.convert import SPM_NAME, load_pretrained, load_state, save_pretrained, to_hf_state_dict
+from pipelines import storage
 from pipelines.errors import UserError
 
 # Not weights: optimizer slots (google's LAMB/AdamW write adam_m / adam_v; tf.train.AdamOptimizer
@@ -172,16 +174,39 @@ def import_tf_checkpoint(
     config_path: str | Path,
     out_dir: str | Path,
     spm_model_path: str | Path | None = None,
-) -> Path:
-    """TF checkpoint + albert_config.json -> checkpoint folder. Returns the folder."""
-    config = AlbertConfig.from_json_file(config_path)
+) -> str:
+    """TF checkpoint + albert_config.json -> checkpoint folder. Returns the folder. Every path may be
+    a URL: a remote TF checkpoint is downloaded to a temporary folder first (TensorFlow's reader
+    opens local files)."""
+    config = AlbertConfig.from_json_file(str(config_path))
     if config.sharing not in ("all", "none"):
         raise UserError("TF checkpoints hold whole layer groups; use sharing 'all' or 'none'")
-    prefix = resolve_prefix(tf_checkpoint)
-    state = read_tf_weights(prefix, config)
+    with _local_tf_checkpoint(str(tf_checkpoint)) as local:
+        prefix = resolve_prefix(local)
+        state = read_tf_weights(prefix, config)
     model = AlbertForPreTraining(config)
-    load_state(model, state, source=f"TF checkpoint {prefix}")
+    load_state(model, state, source=f"TF checkpoint {tf_checkpoint}")
     return save_pretrained(model, out_dir, spm_model_path)
+
+
+@contextlib.contextmanager
+def _local_tf_checkpoint(path: str):
+    """The path itself when local; else its files (a prefix's .index/.data-*, or a folder) in a
+    temporary folder, yielded as the same prefix or folder there."""
+    if not storage.is_url(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="albert-tf-") as tmp:
+        if storage.isdir(path):
+            storage.get_dir(path, tmp)
+            yield tmp
+            return
+        files = storage.glob(path + ".*")
+        if not files:
+            raise UserError(f"no TF checkpoint at {path} (expected {path}.index and data files)")
+        for f in files:
+            storage.copy(f, os.path.join(tmp, storage.basename(f)))
+        yield os.path.join(tmp, storage.basename(path))
 
 
 def write_tf_checkpoint(state: dict[str, torch.Tensor], config: AlbertConfig, prefix: str | Path) -> str:
@@ -200,18 +225,20 @@ def write_tf_checkpoint(state: dict[str, torch.Tensor], config: AlbertConfig, pr
     return str(prefix)
 
 
-def export_tf(ckpt_dir: str | Path, out_dir: str | Path) -> Path:
-    """Checkpoint folder -> model.ckpt.{index,data-*}, checkpoint, albert_config.json (+ spm.model)."""
+def export_tf(ckpt_dir: str | Path, out_dir: str | Path) -> str:
+    """Checkpoint folder -> model.ckpt.{index,data-*}, checkpoint, albert_config.json (+ spm.model).
+    out_dir may be a URL: the files are written locally and uploaded."""
     model = load_pretrained(ckpt_dir, AlbertForPreTraining)
     state, config = to_hf_state_dict(model)  # partial sharing written per group: a valid TF layout
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_tf_checkpoint(state, config, out / TF_CHECKPOINT_NAME)
-    (out / "checkpoint").write_text(
-        f'model_checkpoint_path: "{TF_CHECKPOINT_NAME}"\nall_model_checkpoint_paths: "{TF_CHECKPOINT_NAME}"\n'
-    )
-    config.to_json_file(out / GOOGLE_CONFIG_NAME, format="google")
-    spm_path = Path(ckpt_dir) / SPM_NAME
-    if spm_path.is_file():
-        shutil.copyfile(spm_path, out / SPM_NAME)
-    return out
+    with storage.local_folder_for(str(out_dir)) as out:
+        write_tf_checkpoint(state, config, os.path.join(out, TF_CHECKPOINT_NAME))
+        with open(os.path.join(out, "checkpoint"), "w", encoding="utf-8") as f:
+            f.write(
+                f'model_checkpoint_path: "{TF_CHECKPOINT_NAME}"\n'
+                f'all_model_checkpoint_paths: "{TF_CHECKPOINT_NAME}"\n'
+            )
+        config.to_json_file(os.path.join(out, GOOGLE_CONFIG_NAME), format="google")
+        spm_path = storage.join(str(ckpt_dir), SPM_NAME)
+        if storage.isfile(spm_path):
+            storage.copy(spm_path, os.path.join(out, SPM_NAME))
+    return str(out_dir)

@@ -34,9 +34,6 @@ records. That keeps the global batch invariant; the framing costs ~1 µs per rec
 from __future__ import annotations
 
 import dataclasses
-import glob
-import json
-import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from pipelines import storage
 from pipelines.errors import UserError
 from pipelines.schema import FEATURES, feature_lengths
 
@@ -403,14 +401,6 @@ _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")
 
 
-def _open(path: str, mode: str = "rb"):
-    if "://" in path:
-        import fsspec
-
-        return fsspec.open(path, mode).open()
-    return open(path, mode)
-
-
 def iter_records(path: str, offset: int = 0, verify: bool = True, chunk: int = 1 << 22):
     """(record bytes, byte offset of the NEXT record) for each record of a TFRecord file from `offset`.
 
@@ -420,7 +410,7 @@ def iter_records(path: str, offset: int = 0, verify: bool = True, chunk: int = 1
 
     crc = google_crc32c.value
     header, footer = _HEADER.unpack_from, _FOOTER.unpack_from
-    with _open(path) as f:
+    with storage.open_read(path) as f:
         f.seek(offset)
         buf, base, pos = b"", offset, 0  # buf[pos] is at file offset base + pos
         while True:
@@ -473,22 +463,21 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
 
     A folder without manifest.json is an unfinished stage (DESIGN.md) and is refused."""
     manifest = None
-    if any(c in path for c in "*?[") or os.path.isfile(path):
-        files = sorted(glob.glob(path)) if any(c in path for c in "*?[") else [path]
+    if storage.has_glob(path) or storage.isfile(path):
+        files = storage.glob(path)
         if not files:
             raise UserError(f"no TFRecord file matches {path}")
     else:
-        if not os.path.isdir(path):
+        if not storage.isdir(path):
             raise UserError(f"instance folder not found: {path}")
-        mpath = os.path.join(path, "manifest.json")
-        if not os.path.isfile(mpath):
+        mpath = storage.join(path, "manifest.json")
+        if not storage.isfile(mpath):
             raise UserError(
                 f"{path} has no manifest.json: the instances stage did not finish (for TFRecords of "
                 f"another generator, pass a file or a glob such as '{path}/*.tfrecord')"
             )
-        with open(mpath, encoding="utf-8") as f:
-            manifest = json.load(f)
-        files = sorted(glob.glob(os.path.join(path, f"{split}-*.tfrecord")))
+        manifest = storage.read_json(mpath)
+        files = storage.glob(storage.join(path, f"{split}-*.tfrecord"))
         if not files:
             raise UserError(f"{path} has no {split}-*.tfrecord files")
     first = None

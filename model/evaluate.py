@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
-import os
 import sys
 import time
 
 import numpy as np
 import torch
 
+from pipelines import storage
 from pipelines.errors import UserError
 
 Z95 = 1.959963984540054
@@ -181,12 +180,12 @@ def evaluate_checkpoint(
     unigram = (train_tokens + 1) / (train_tokens.sum() + V)
     unigram_loss = float(-(eval_tokens * np.log(unigram)).sum() / max(eval_tokens.sum(), 1))
     majority = int(train_sop.argmax())
-    spm_path = os.path.join(checkpoint, "spm.model")
+    spm_path = storage.join(checkpoint, "spm.model")
     piece = None
-    if os.path.isfile(spm_path):
+    if storage.isfile(spm_path):
         import sentencepiece as spm
 
-        piece = spm.SentencePieceProcessor(model_file=spm_path).id_to_piece(top_train)
+        piece = spm.SentencePieceProcessor(model_proto=storage.read_bytes(spm_path)).id_to_piece(top_train)
     return {
         "checkpoint": checkpoint,
         "instances": instances,
@@ -267,10 +266,8 @@ def run(args: argparse.Namespace) -> int:
         baseline_records=args.baseline_records,
         log=lambda msg: print(msg, file=sys.stderr),
     )
-    out = args.out or os.path.join(args.checkpoint, "eval.json")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2, ensure_ascii=False)
-        f.write("\n")
+    out = args.out or storage.join(args.checkpoint, "eval.json")
+    storage.write_json(out, report)
     print(format_report(report))
     print(f"wrote {out}")
     return 0

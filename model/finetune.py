@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from pipelines import storage
 from pipelines.errors import UserError
 
 Z95 = 1.959963984540054
@@ -70,10 +71,13 @@ def _from_row(row: dict, where: str) -> Example:
 
 def read_examples(path: str) -> list[Example]:
     """JSONL or TSV examples (module docstring). UserError on a malformed file, naming the line."""
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise UserError(f"file not found: {path}")
-    with open(path, encoding="utf-8-sig") as f:
-        lines = [line.rstrip("\n").rstrip("\r") for line in f]
+    try:
+        text = storage.read_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path} is not UTF-8 text ({err})") from None
+    lines = [line.rstrip("\r") for line in text.split("\n")]
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise UserError(f"{path} is empty")
@@ -147,7 +151,7 @@ class Encoder:
     def __init__(self, spm_path: str, max_seq_length: int):
         from pipelines.tokenizer import Tokenizer
 
-        if not os.path.isfile(spm_path):
+        if not storage.isfile(spm_path):
             raise UserError(f"{spm_path} not found: fine-tuning tokenizes with the checkpoint's spm.model")
         self.tok = Tokenizer.load(spm_path)
         self.max_len = max_seq_length
@@ -360,7 +364,7 @@ def run_finetune(
     labels = {lab: i for i, lab in enumerate(sorted({e.label for e in train}))}
     if len(labels) < 2:
         raise UserError("the training data has a single label")
-    enc = Encoder(os.path.join(checkpoint, "spm.model"), cfg.max_seq_length)
+    enc = Encoder(storage.join(checkpoint, "spm.model"), cfg.max_seq_length)
     if enc.tok.vocab_size != config.vocab_size:
         raise UserError(f"spm.model has {enc.tok.vocab_size} pieces, the model {config.vocab_size}")
     data = {"train": enc.encode(train, labels), "dev": enc.encode(dev, labels)}
@@ -462,7 +466,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("--train needs --dev (early stopping)")
         train, dev = read_examples(args.train), read_examples(args.dev)
         test = read_examples(args.test) if args.test else None
-        task = os.path.basename(args.train)
+        task = storage.basename(args.train)
     cfg = FinetuneConfig(
         max_seq_length=args.max_seq_length,
         batch_size=args.batch_size,
@@ -480,8 +484,6 @@ def run(args: argparse.Namespace) -> int:
     )
     print(format_report(report))
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+        storage.write_json(args.out, report)
         print(f"wrote {args.out}")
     return 0

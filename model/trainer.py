@@ -40,6 +40,7 @@ from model import distributed as distx
 from model.albert import AlbertForPreTraining
 from model.config import AlbertConfig
 from model.optim import Schedule, build_optimizer
+from pipelines import storage
 from pipelines.errors import UserError
 
 
@@ -170,23 +171,40 @@ def _vocab_path(cfg: TrainConfig, manifest_vocab: str | None) -> str | None:
     if path is None:
         return None
     if not path.endswith(".model"):
-        path = path.rstrip("/") + "/spm.model"
-    if "://" not in path and not os.path.isfile(path):
+        path = storage.join(path, "spm.model")
+    if not storage.isfile(path):
         raise UserError(f"vocabulary not found: {path} (pass --vocab DIR)")
     return path
 
 
-class MetricsLog:
-    """metrics.jsonl + TensorBoard + a progress line (tqdm on a terminal). Main rank only."""
+def read_metrics(path: str) -> list[dict]:
+    """The records of a metrics.jsonl. A killed run can leave a torn last line: it is skipped."""
+    rows = []
+    for line in open(path, encoding="utf-8") if os.path.exists(path) else []:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
 
-    def __init__(self, run_dir: str, total_steps: int, start_step: int, enabled: bool):
-        self.enabled = enabled
-        self.path = os.path.join(run_dir, "metrics.jsonl")
+
+class MetricsLog:
+    """metrics.jsonl + TensorBoard + a progress line (tqdm on a terminal). Main rank only.
+
+    The files are written in `files` (a storage.Mirror of the run folder: the folder itself when it is
+    local, a temporary copy uploaded every `sync_seconds` and at the end when it is a URL)."""
+
+    def __init__(
+        self, files: storage.Mirror | None, total_steps: int, start_step: int, sync_seconds: float = 30.0
+    ):
+        self.enabled = files is not None
+        self.files = files
         self.tb = None
         self.bar = None
-        if not enabled:
+        self.sync_seconds, self.last_sync = sync_seconds, time.time()
+        if files is None:
             return
-        os.makedirs(run_dir, exist_ok=True)
+        self.path = files.path("metrics.jsonl")
         try:
             if "tensorflow" not in sys.modules:
                 # TensorBoard's writer would import TensorFlow (4 s, ~1 GB) for its file API; its
@@ -194,7 +212,7 @@ class MetricsLog:
                 sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(os.path.join(run_dir, "tb"), purge_step=start_step or None)
+            self.tb = SummaryWriter(files.path("tb"), purge_step=start_step or None)
         except ImportError:  # pragma: no cover - tensorboard is a dependency
             self.tb = None
         if sys.stderr.isatty():
@@ -212,6 +230,8 @@ class MetricsLog:
             for k, v in record.items():
                 if isinstance(v, (int, float)) and k not in ("step", "kind"):
                     self.tb.add_scalar(f"{prefix}/{k}", v, record["step"])
+        if time.time() - self.last_sync >= self.sync_seconds:
+            self.sync()
         if self.bar is not None:
             self.bar.update(advance)
             if progress:
@@ -227,11 +247,21 @@ class MetricsLog:
         else:
             print(text, file=sys.stderr, flush=True)
 
+    def sync(self) -> None:
+        """Upload what changed (a remote run folder); flushes TensorBoard first."""
+        if self.files is None:
+            return
+        if self.tb is not None:
+            self.tb.flush()
+        self.files.sync()
+        self.last_sync = time.time()
+
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()
         if self.bar is not None:
             self.bar.close()
+        self.sync()
 
 
 class Trainer:
@@ -267,7 +297,7 @@ class Trainer:
                 f"{self.config.max_position_embeddings}"
             )
         try:
-            self.eval_data = find_instances(cfg.instances, "eval") if os.path.isdir(cfg.instances) else None
+            self.eval_data = find_instances(cfg.instances, "eval") if storage.isdir(cfg.instances) else None
         except UserError:
             self.eval_data = None
 
@@ -304,6 +334,9 @@ class Trainer:
         self.counters = {"skipped_steps": 0, "tokens": 0, "sequences": 0, "train_seconds": 0.0}
         self.position = None
         self.resumed_from = None
+        # The run folder's logs (metrics.jsonl, tb/, curves.png), written by the main rank; a local
+        # working copy when the folder is a URL (storage.Mirror).
+        self.files = storage.Mirror(cfg.out) if self.dist.is_main else None
         torch.manual_seed(cfg.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
         self._maybe_resume()
 
@@ -325,13 +358,10 @@ class Trainer:
         path = ckpt.latest(self.cfg.out)
         if path is None:
             if self.dist.is_main:
-                os.makedirs(self.cfg.out, exist_ok=True)
-                saved_cfg = os.path.join(self.cfg.out, "train_config.json")
-                if os.path.exists(saved_cfg):
-                    with open(saved_cfg) as f:
-                        self.cfg.check_same_run(json.load(f))
-                with open(saved_cfg, "w") as f:
-                    json.dump(self.cfg.to_dict(), f, indent=1)
+                saved_cfg = storage.join(self.cfg.out, "train_config.json")
+                if storage.exists(saved_cfg):
+                    self.cfg.check_same_run(storage.read_json(saved_cfg))
+                storage.write_json(saved_cfg, self.cfg.to_dict(), indent=1)
             return
         loaded = ckpt.load(path)
         state = loaded.trainer
@@ -352,12 +382,12 @@ class Trainer:
         self.step = state["step"]
         self.counters.update(state["counters"])
         self.resumed_from = path
-        metrics = os.path.join(self.cfg.out, "metrics.jsonl")
-        if self.dist.is_main and os.path.exists(metrics):  # drop what the interrupted run logged later
-            with open(metrics, encoding="utf-8") as f:
-                rows = [line for line in f if line.strip() and json.loads(line).get("step", 0) <= self.step]
+        if self.files is not None:  # main rank: continue metrics.jsonl, minus what came after the checkpoint
+            self.files.pull("metrics.jsonl")
+            metrics = self.files.path("metrics.jsonl")
+            rows = [r for r in read_metrics(metrics) if r.get("step", 0) <= self.step]
             with open(metrics, "w", encoding="utf-8") as f:
-                f.writelines(rows)
+                f.writelines(json.dumps(r) + "\n" for r in rows)
 
     def save(self) -> str:
         """Gather everything (collective), write step-N on rank 0, wait for it."""
@@ -503,7 +533,7 @@ class Trainer:
 
     def fit(self) -> dict:
         cfg = self.cfg
-        log = MetricsLog(cfg.out, cfg.steps, self.step, self.dist.is_main)
+        log = MetricsLog(self.files, cfg.steps, self.step)
         if self.resumed_from:
             log.message(f"resumed from {self.resumed_from} (step {self.step})")
         log.message(
@@ -570,6 +600,7 @@ class Trainer:
                     path = self.save()
                     last_saved = self.step
                     log.message(f"saved {path}")
+                    log.sync()
                 if out_of_time:
                     stop_reason = f"time budget of {cfg.max_minutes} min used up at step {self.step}"
                     break
@@ -580,8 +611,8 @@ class Trainer:
             if last_saved != self.step:
                 path = self.save()
                 log.message(f"saved {path}")
-            if self.dist.is_main:
-                plot_curves(cfg.out)
+            if self.files is not None:
+                plot_curves(self.files.local)
             return {
                 "step": self.step,
                 "checkpoint": path,
@@ -631,16 +662,17 @@ def _hms(seconds: float) -> str:
 
 
 def plot_curves(run_dir: str) -> str | None:
-    """curves.png from metrics.jsonl: loss (train, eval) and MLM/SOP accuracy against the step."""
+    """curves.png from metrics.jsonl in a local folder (the run folder or its Mirror): loss (train,
+    eval) and MLM/SOP accuracy against the step."""
     path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path):
+    rows = read_metrics(path)
+    if not rows:
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     train = [r for r in rows if r.get("kind") == "train" and "loss" in r]
     evals = [r for r in rows if r.get("kind") == "eval"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
@@ -678,4 +710,6 @@ def train(cfg: TrainConfig) -> dict:
         summary = trainer.fit()
         return summary if trainer.dist.is_main else None
     finally:
+        if trainer.files is not None:
+            trainer.files.close()  # uploads what is left (a remote run folder), removes the copy
         distx.shutdown()

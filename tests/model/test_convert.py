@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -264,7 +265,7 @@ def test_export_hf_includes_a_loadable_tokenizer(tmp_path):
         minloglevel=2,
     )
     save_pretrained(_model(tiny_config()), tmp_path / "ckpt", spm_model_path=tmp_path / "sp.model")
-    out = export_hf(tmp_path / "ckpt", tmp_path / "hf")
+    out = Path(export_hf(tmp_path / "ckpt", tmp_path / "hf"))
     assert (out / SPM_NAME).is_file() and (out / "spiece.model").is_file()
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
     tok_config = json.loads((out / "tokenizer_config.json").read_text())
