@@ -16,18 +16,16 @@ from prefect.artifacts import create_table_artifact
 from prefect.tasks import exponential_backoff
 
 from flows.common import (
-    absolute,
     flow_failure_artifact,
     is_complete,
-    join,
     logger,
-    read_json,
     read_manifest,
     retry_transient,
     stage_key,
     stage_result,
     stage_task,
 )
+from pipelines import storage
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (DESIGN.md)
 DEFAULT_ROOT = "out/factory"
@@ -36,13 +34,11 @@ DEFAULT_ROOT = "out/factory"
 def newest_sources(sources: list[str]) -> list[str]:
     """For each KIND:GLOB, keep only the newest match by name (dumps carry their date in the name,
     e.g. zhwiki-20261101-pages-articles-multistream.xml.bz2): a schedule then follows new dumps."""
-    from pipelines.corpus import fileio
-
     out = []
     for spec in sources:
         kind, _, pattern = spec.partition(":")
-        if pattern and fileio.has_glob(pattern):
-            matches = sorted(path for path, _ in fileio.match(pattern))
+        if pattern and storage.has_glob(pattern):
+            matches = sorted(path for path, _ in storage.match(pattern))
             if matches:
                 out.append(f"{kind}:{matches[-1]}")
                 continue
@@ -85,7 +81,7 @@ def run_corpus_stage(
 
 
 def corpus_stats_artifact(corpus_dir: str) -> list[dict]:
-    stats = read_json(join(corpus_dir, "stats.json"))
+    stats = storage.read_json(storage.join(corpus_dir, "stats.json"))
     rows = [{"outcome": "read", "reason": "", "documents": stats["read"]}]
     rows.append({"outcome": "kept", "reason": "", "documents": stats["kept"]})
     rows += [{"outcome": "dropped", "reason": r, "documents": n} for r, n in sorted(stats["dropped"].items())]
@@ -124,7 +120,7 @@ def build_corpus(
     if newest_only:
         sources = newest_sources(sources)
     key, opts = corpus_key(sources, options)
-    out = join(absolute(storage_root), "corpus", key)
+    out = storage.join(storage.absolute(storage_root), "corpus", key)
     reused = is_complete(out)
     if reused:
         log.info("corpus %s is up to date (same inputs and options): reusing it", out)

@@ -12,10 +12,8 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from flows.common import (
-    absolute,
     flow_failure_artifact,
     is_complete,
-    join,
     logger,
     output_hashes,
     read_manifest,
@@ -24,6 +22,7 @@ from flows.common import (
     stage_result,
     stage_task,
 )
+from pipelines import storage
 from pipelines.manifest import file_sha256
 
 DEFAULT_ROOT = "out/factory"
@@ -90,9 +89,9 @@ def build_instances(
         "eval_fraction": eval_fraction,
         "seed": seed,
     }
-    vocab_hash = file_sha256(join(vocab_dir, "spm.model"))  # a vocab folder or a registry version
+    vocab_hash = file_sha256(storage.join(vocab_dir, "spm.model"))  # a vocab folder or a registry version
     key = stage_key("instances", corpus=output_hashes(corpus_dir), vocab=vocab_hash, options=options)
-    out = join(absolute(storage_root), "instances", key)
+    out = storage.join(storage.absolute(storage_root), "instances", key)
     reused = is_complete(out)
     if reused:
         logger().info("instances %s are up to date: reusing them", out)

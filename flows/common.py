@@ -27,6 +27,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext, TaskRunContext
 
+from pipelines import storage
 from pipelines.errors import UserError
 
 MANIFEST = "manifest.json"
@@ -46,52 +47,19 @@ NOT_TRANSIENT = (
 )
 
 
-# ----------------------------------------------------------------------------------------- paths
-
-
-def is_url(path: str) -> bool:
-    return "://" in path
-
-
-def absolute(path: str) -> str:
-    """Local paths become absolute (subprocesses, registry entries); URLs are kept as they are."""
-    return path if is_url(path) else os.path.abspath(path)
-
-
-def join(base: str, *parts: str) -> str:
-    if is_url(base):
-        return "/".join([base.rstrip("/"), *[p.strip("/") for p in parts]])
-    return os.path.join(base, *parts)
-
-
-def exists(path: str) -> bool:
-    if is_url(path):
-        from pipelines.corpus import fileio
-
-        return fileio.exists(path)
-    return os.path.exists(path)
-
-
-def read_json(path: str) -> Any:
-    if is_url(path):
-        from pipelines.corpus import fileio
-
-        with fileio.open_read(path) as f:
-            return json.loads(f.read().decode("utf-8"))
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+# ----------------------------------------------------------------------------------- stage folders
 
 
 def is_complete(stage_dir: str) -> bool:
     """A stage folder is finished when its manifest exists (it is written last)."""
-    return exists(join(stage_dir, MANIFEST))
+    return storage.exists(storage.join(stage_dir, MANIFEST))
 
 
 def read_manifest(stage_dir: str) -> dict:
-    path = join(stage_dir, MANIFEST)
-    if not exists(path):
+    path = storage.join(stage_dir, MANIFEST)
+    if not storage.exists(path):
         raise UserError(f"{stage_dir} has no {MANIFEST}: that stage did not finish")
-    return read_json(path)
+    return storage.read_json(path)
 
 
 # ------------------------------------------------------------------------------------ stage keys

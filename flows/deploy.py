@@ -365,6 +365,12 @@ def run(args: argparse.Namespace) -> int:
     if args._command == "serve":
         import prefect
 
+        from flows.server import scheduler_insert_problem
+
+        problem = scheduler_insert_problem()
+        if problem:  # the schedules would never fire: say so instead of serving silently
+            raise UserError(f"cannot serve schedules: {problem}")
+
         deployments = serve_deployments(specs, {p["name"]: p["type"] for p in pools})
         from prefect.settings import PREFECT_API_URL
 

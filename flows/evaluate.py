@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from flows.common import (
-    absolute,
     flow_failure_artifact,
-    join,
     logger,
-    read_json,
     run_cli,
     stage_key,
     stage_task,
 )
-from flows.registry import file_sha
+from model.samples import Baselines, EvalSample
+from pipelines import storage
+from pipelines.errors import UserError
 
 DEFAULT_ROOT = "out/factory"
 
@@ -46,12 +44,11 @@ def evaluate_checkpoint(
 ) -> dict:
     """`albert evaluate` in this process; returns its JSON report. weights_sha256 is part of the
     cache key: a checkpoint folder rewritten in place is evaluated again."""
-    os.makedirs(os.path.dirname(out_json), exist_ok=True)
     argv = ["--checkpoint", checkpoint, "--instances", instances_dir, "--out", out_json]
     if max_batches:
         argv += ["--max-batches", str(max_batches)]
     run_cli("evaluate", argv)
-    return read_json(out_json)
+    return storage.read_json(out_json)
 
 
 def gate_metrics(report: dict, checkpoint: str | None = None) -> tuple[dict, dict]:
@@ -73,10 +70,22 @@ def gate_metrics(report: dict, checkpoint: str | None = None) -> tuple[dict, dic
             "majority": b["sentence_order_majority_train_label"]["accuracy"],
         },
     }
-    config = os.path.join(checkpoint or report.get("checkpoint", ""), "config.json")
-    if os.path.exists(config):  # a uniform guess over the vocabulary: ln V nats
-        baselines["mlm_loss"]["uniform"] = math.log(read_json(config)["vocab_size"])
+    config = storage.join(checkpoint or report.get("checkpoint", ""), "config.json")
+    if storage.exists(config):  # a uniform guess over the vocabulary: ln V nats
+        baselines["mlm_loss"]["uniform"] = math.log(storage.read_json(config)["vocab_size"])
     return metrics, baselines
+
+
+def eval_samples(report: dict) -> tuple[EvalSample, Baselines]:
+    """The per-sequence figures of an `albert evaluate` report (its per-sequence file): the model's and
+    the trivial baselines', what the gate pairs."""
+    path = report.get("per_sequence_file")
+    if not path or not storage.exists(path):
+        raise UserError(
+            f"the evaluation of {report.get('checkpoint')} has no per-sequence file ({path}): re-evaluate it"
+        )
+    data = storage.read_json(path)
+    return EvalSample.from_json(data["model"]), Baselines.from_json(data["baselines"])
 
 
 def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
@@ -94,9 +103,9 @@ def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
 
 
 def eval_json_path(storage_root: str, checkpoint: str, instances_dir: str) -> tuple[str, str]:
-    weights = file_sha(os.path.join(checkpoint, "model.safetensors"))
-    key = stage_key("evaluate", weights=weights, instances=os.path.basename(instances_dir.rstrip("/")))
-    return join(absolute(storage_root), "evals", key, "eval.json"), weights
+    weights = storage.sha256(storage.join(checkpoint, "model.safetensors"))
+    key = stage_key("evaluate", weights=weights, instances=storage.basename(instances_dir))
+    return storage.join(storage.absolute(storage_root), "evals", key, "eval.json"), weights
 
 
 @flow(name="evaluate", on_failure=[flow_failure_artifact])
@@ -108,7 +117,7 @@ def evaluate(
 ) -> dict:
     """Evaluate a checkpoint folder on the eval split of an instances folder.
     Returns {"metrics", "baselines", "report"}."""
-    checkpoint, instances_dir = absolute(checkpoint), absolute(instances_dir)
+    checkpoint, instances_dir = storage.absolute(checkpoint), storage.absolute(instances_dir)
     out_json, weights = eval_json_path(storage_root, checkpoint, instances_dir)
     report = evaluate_checkpoint(checkpoint, weights, instances_dir, out_json, max_batches)
     metrics, baselines = gate_metrics(report, checkpoint)

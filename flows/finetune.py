@@ -9,20 +9,16 @@ TASK_SOURCE: weights hash, task, options), because it is deterministic and costs
 from __future__ import annotations
 
 import importlib.util
-import os
 
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from flows.common import (
-    absolute,
-    join,
     logger,
-    read_json,
     run_cli,
     stage_key,
     stage_task,
 )
-from flows.registry import file_sha
+from pipelines import storage
 
 
 def finetune_available() -> bool:
@@ -39,24 +35,25 @@ def finetune_available() -> bool:
 def finetune_checkpoint(
     checkpoint: str, weights_sha256: str, task_name: str, out_json: str, extra_args: list[str]
 ) -> dict:
-    os.makedirs(os.path.dirname(out_json), exist_ok=True)
     run_cli("finetune", ["--checkpoint", checkpoint, "--task", task_name, "--out", out_json, *extra_args])
-    return read_json(out_json)
+    return storage.read_json(out_json)
 
 
 def _run(checkpoint: str, task_name: str, storage_root: str, extra_args: list[str]) -> dict:
-    weights = file_sha(os.path.join(checkpoint, "model.safetensors"))
+    weights = storage.sha256(storage.join(checkpoint, "model.safetensors"))
     key = stage_key("finetune", weights=weights, task=task_name, args=list(extra_args))
-    out = join(absolute(storage_root), "finetune", key, "report.json")
+    out = storage.join(storage.absolute(storage_root), "finetune", key, "report.json")
     return finetune_checkpoint(checkpoint, weights, task_name, out, list(extra_args))
 
 
 def downstream_accuracy(
     candidate: str, production: str | None, task: str, storage_root: str, extra_args: list[str]
 ) -> dict:
-    """{"task", "candidate", "scratch", "lift", "production", "split"}: accuracies on the task's test
-    split (dev when it has none) of the fine-tuned candidate, of the same model trained from scratch,
-    and of the fine-tuned production model."""
+    """{"task", "split", "candidate", "scratch", "lift", "lift_ci95", "production", "candidate_sample",
+    "production_sample"}: accuracies on the task's test split (dev when it has none) of the fine-tuned
+    candidate, of the same model trained from scratch, and of the fine-tuned production model, and the
+    candidate's and production's right/wrong per test example (model.samples.DownstreamSample JSON),
+    which the gate pairs."""
     rep = _run(candidate, task, storage_root, extra_args)
     split = rep["lift"]["split"]
     out = {
@@ -67,9 +64,19 @@ def downstream_accuracy(
         "lift": rep["lift"]["accuracy"],
         "lift_ci95": rep["lift"].get("accuracy_paired_ci95"),
         "production": None,
+        "candidate_sample": (rep.get("per_example") or {}).get("pretrained"),
+        "production_sample": None,
     }
     if production:
         prod = _run(production, task, storage_root, extra_args)
         out["production"] = prod["models"]["pretrained"][prod["lift"]["split"]]["accuracy"]
-    logger().info("downstream %s: %s", task, out)
+        out["production_sample"] = (prod.get("per_example") or {}).get("pretrained")
+    logger().info(
+        "downstream %s (%s): candidate %.4f, from scratch %.4f, production %s",
+        task,
+        split,
+        out["candidate"],
+        out["scratch"],
+        "n/a" if out["production"] is None else f"{out['production']:.4f}",
+    )
     return out

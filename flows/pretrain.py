@@ -24,23 +24,19 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.common import (
-    absolute,
     albert_command,
-    exists,
     flow_failure_artifact,
     flow_run_id,
     is_complete,
-    is_url,
-    join,
     logger,
     output_hashes,
-    read_json,
     read_manifest,
     stage_key,
     stage_result,
     stage_task,
     stream_process,
 )
+from pipelines import storage
 
 DEFAULT_ROOT = "out/factory"
 # TrainConfig field -> `albert pretrain` flag, for the options this flow exposes as parameters.
@@ -149,20 +145,21 @@ def training_summary(run_dir: str) -> dict:
     import json
 
     rows = []
-    path = join(run_dir, "metrics.jsonl")
-    if exists(path):
-        from pipelines.corpus import fileio
-
-        with fileio.open_read(path) if is_url(path) else open(path, "rb") as f:
-            rows = [json.loads(line) for line in f.read().decode("utf-8").splitlines() if line.strip()]
+    path = storage.join(run_dir, "metrics.jsonl")
+    if storage.exists(path):
+        for line in storage.read_text(path).splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # a torn last line, as a killed run leaves it
+                continue
     train = [r for r in rows if r.get("kind") == "train" and "loss" in r]
     evals = [r for r in rows if r.get("kind") == "eval"]
-    curves = join(run_dir, "curves.png")
+    curves = storage.join(run_dir, "curves.png")
     return {
         "first_train": train[0] if train else None,
         "last_train": train[-1] if train else None,
         "last_eval": evals[-1] if evals else None,
-        "loss_curve_png": curves if exists(curves) else None,
+        "loss_curve_png": curves if storage.exists(curves) else None,
     }
 
 
@@ -171,7 +168,7 @@ def write_run_manifest(
 ) -> dict:
     from pipelines.manifest import write_manifest
 
-    ckpt_sums = read_json(join(checkpoint, "checksums.json"))
+    ckpt_sums = storage.read_json(storage.join(checkpoint, "checksums.json"))
     return write_manifest(
         run_dir,
         "pretrain",
@@ -246,25 +243,27 @@ def pretrain(
         "lr": lr,
         "warmup_steps": warmup_steps,
         "seed": seed,
-        "init_checkpoint": absolute(init_checkpoint) if init_checkpoint else None,
+        "init_checkpoint": storage.absolute(init_checkpoint) if init_checkpoint else None,
         "save_every": save_every,
         "log_every": log_every,
         "eval_every": eval_every,
         "device": device,
     }
-    instances_dir = absolute(instances_dir)
+    instances_dir = storage.absolute(instances_dir)
     if run_dir is None:
         key_parts = {k: v for k, v in options.items() if k not in RUN_ONLY and k != "init_checkpoint"}
         if config.endswith(".json"):
             key_parts["config_sha256"] = _sha(config)
         if init_checkpoint:
-            key_parts["init_weights_sha256"] = _sha(join(options["init_checkpoint"], "model.safetensors"))
+            key_parts["init_weights_sha256"] = _sha(
+                storage.join(options["init_checkpoint"], "model.safetensors")
+            )
         key = stage_key(
             "pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=key_args(extra_args)
         )
-        run_dir = join(absolute(storage_root), "runs", key)
+        run_dir = storage.join(storage.absolute(storage_root), "runs", key)
     else:
-        key = os.path.basename(run_dir.rstrip("/"))
+        key = storage.basename(run_dir)
     if is_complete(run_dir):
         log.info("run %s has finished before (manifest.json): reusing it", run_dir)
         manifest = read_manifest(run_dir)

@@ -15,15 +15,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from flows.common import absolute, flow_failure_artifact, flow_run_id, logger, read_json
-from flows.evaluate import eval_json_path, evaluate_checkpoint, gate_metrics, metrics_table
-from flows.registry import DEFAULT_MODEL, GateConfig, Registry, build_lineage, gate_and_promote
+from flows.common import (
+    flow_failure_artifact,
+    flow_run_id,
+    logger,
+)
+from flows.evaluate import eval_json_path, eval_samples, evaluate_checkpoint, gate_metrics, metrics_table
+from flows.gate import GateConfig, decide, decision_table_markdown
+from flows.registry import DEFAULT_MODEL, Registry, build_lineage, gate_and_promote
+from model.samples import DownstreamSample
+from pipelines import storage
 from pipelines.errors import UserError
 
 DEFAULT_REGISTRY = "out/factory/registry"
@@ -32,22 +38,21 @@ DEFAULT_REGISTRY = "out/factory/registry"
 def candidate_instances(candidate: str) -> str | None:
     """The instances folder a candidate was trained on, from the run manifest next to its checkpoints
     (`<run>/checkpoints/step-N/` -> `<run>/manifest.json`), when there is one."""
-    d = os.path.abspath(candidate)
+    d = storage.absolute(candidate).rstrip("/")
     for _ in range(3):
-        path = os.path.join(d, "manifest.json")
-        if os.path.exists(path):
-            m = read_json(path)
+        path = storage.join(d, "manifest.json")
+        if storage.exists(path):
+            m = storage.read_json(path)
             inst = m.get("instances") or (m.get("inputs") or {}).get("instances")
             if isinstance(inst, dict):
                 inst = inst.get("path") or inst.get("dir")
             if inst:
                 return inst
-        d = os.path.dirname(d)
+        d = storage.dirname(d)
     return None
 
 
 def decision_markdown(result: dict, model: str, registry: str) -> str:
-    d = result["decision"]
     verdict = {
         "promote": f"PROMOTED as **{result['version']}**",
         "reject": "REJECTED",
@@ -59,16 +64,25 @@ def decision_markdown(result: dict, model: str, registry: str) -> str:
         f"Registry `{registry}`, model `{model}`; compared against: "
         f"{result['previous'] or 'the trivial baselines (no production model yet)'}.",
         "",
-        "| metric | candidate | reference | vs | change | threshold | ok |",
-        "|---|---|---|---|---|---|---|",
+        decision_table_markdown(result["decision"]),
+        "",
+        "Reasons:",
+        "",
     ]
-    for c in d["checks"]:
-        lines.append(
-            f"| {c['metric']} | {c['candidate']:.4f} | {c['reference']:.4f} | {c['reference_kind']} "
-            f"| {c['delta']:+.4f} | {c['threshold']:+.4f} | {'yes' if c['ok'] else 'NO'} |"
-        )
-    lines += ["", "Reasons:", ""] + [f"- {r}" for r in d["reasons"]]
+    lines += [f"- {r}" for r in result["decision"]["reasons"]]
     return "\n".join(lines)
+
+
+def downstream_pairs(downstream: dict[str, Any] | None) -> list[tuple]:
+    """(candidate, production) DownstreamSamples of a downstream_accuracy result, for the gate."""
+    if not downstream:
+        return []
+
+    def sample(key: str):
+        data = downstream.get(key)
+        return DownstreamSample.from_json(data) if data else None
+
+    return [(sample("candidate_sample"), sample("production_sample"))]
 
 
 @flow(name="promote", on_failure=[flow_failure_artifact])
@@ -79,39 +93,44 @@ def promote(
     instances_dir: str | None = None,
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
+    alpha: float = GateConfig.alpha,
     downstream: dict[str, Any] | None = None,
     lineage: dict | None = None,
     spm_model: str | None = None,
     max_batches: int | None = None,
 ) -> dict:
-    """Evaluate candidate and production on the same eval set, gate, register and promote.
+    """Evaluate candidate and production on the same eval set, gate (flows/gate.py), register and
+    promote.
 
-    downstream: {"candidate": acc, "production": acc} when a fine-tuning task was run for both (the
-    gate then also guards downstream accuracy). lineage: stage folders etc. for lineage.json.
-    Returns the PromotionResult as a dict, plus the metrics table."""
+    downstream: flows.finetune.downstream_accuracy's result when a fine-tuning task ran for both (the
+    gate then also guards downstream accuracy, paired on the same test examples). lineage: stage
+    folders etc. for lineage.json. Returns the PromotionResult as a dict, plus the metrics table."""
     log = logger()
-    gate = GateConfig(min_improvement=min_improvement, max_regression=max_regression)
-    candidate = absolute(candidate)
+    gate = GateConfig(min_improvement=min_improvement, max_regression=max_regression, alpha=alpha)
+    candidate = storage.absolute(candidate)
     instances_dir = instances_dir or candidate_instances(candidate)
     if not instances_dir:
         raise UserError(f"no eval set: pass instances_dir (the candidate {candidate} names none)")
-    instances_dir = absolute(instances_dir)
-    reg = Registry(absolute(registry), model_name)
+    instances_dir = storage.absolute(instances_dir)
+    reg = Registry(storage.absolute(registry), model_name)
     snapshot = reg.read_pointer()  # the CAS base: read BEFORE evaluating anything
     pointer = snapshot[0]
-    storage_root = os.path.dirname(absolute(registry).rstrip("/"))
+    storage_root = storage.dirname(storage.absolute(registry))
 
     # Both models, the same frozen eval set, this run: never a cached result (refresh_cache).
     fresh = evaluate_checkpoint.with_options(refresh_cache=True)
     out, weights = eval_json_path(storage_root, candidate, instances_dir)
-    cand_metrics, baselines = gate_metrics(
-        fresh(candidate, weights, instances_dir, out, max_batches), candidate
-    )
-    prod_metrics = None
+    report = fresh(candidate, weights, instances_dir, out, max_batches)
+    cand_metrics, baselines = gate_metrics(report, candidate)
+    cand_sample, baseline_sample = eval_samples(report)
+    prod_metrics = prod_sample = None
     if pointer:
         prod_dir = reg.url(pointer["version"])
         out, weights = eval_json_path(storage_root, prod_dir, instances_dir)
-        prod_metrics, _ = gate_metrics(fresh(prod_dir, weights, instances_dir, out, max_batches), prod_dir)
+        report = fresh(prod_dir, weights, instances_dir, out, max_batches)
+        prod_metrics, _ = gate_metrics(report, prod_dir)
+        prod_sample, _ = eval_samples(report)
+    decision = decide(cand_sample, prod_sample, gate, baseline_sample, downstream_pairs(downstream))
     if downstream:
         cand_metrics["downstream_accuracy"] = downstream.get("candidate")
         if prod_metrics is not None and downstream.get("production") is not None:
@@ -129,9 +148,10 @@ def promote(
         init_checkpoint=lineage.get("init_checkpoint"),
     )
     if spm_model is None and lineage.get("vocab_dir"):
-        spm_model = os.path.join(lineage["vocab_dir"], "spm.model")
+        spm_model = storage.join(lineage["vocab_dir"], "spm.model")
+    reference = prod_metrics if pointer else baselines
     result = gate_and_promote(
-        reg, candidate, cand_metrics, prod_metrics, snapshot, gate, baselines, full_lineage, spm_model
+        reg, candidate, cand_metrics, reference, snapshot, decision, full_lineage, spm_model
     ).to_dict()
     result["candidate"], result["model"] = candidate, model_name
     columns = {"candidate": cand_metrics}
@@ -157,7 +177,7 @@ def promote(
 @flow(name="rollback", on_failure=[flow_failure_artifact])
 def rollback(registry: str = DEFAULT_REGISTRY, model_name: str = DEFAULT_MODEL, reason: str = "") -> dict:
     """Restore the previous production version."""
-    pointer = Registry(absolute(registry), model_name).rollback(reason, flow_run_id())
+    pointer = Registry(storage.absolute(registry), model_name).rollback(reason, flow_run_id())
     create_markdown_artifact(
         markdown=f"# Rollback of `{model_name}`\n\nproduction is **{pointer['version']}** again "
         f"(was {pointer['rolled_back_from']}). Reason: {reason or 'not given'}",
@@ -183,10 +203,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--spm-model", help="spm.model to register when the candidate folder has none")
     g = GateConfig()
-    p.add_argument("--min-improvement", type=float, default=g.min_improvement, help="δ on held-out MLM loss")
     p.add_argument(
-        "--max-regression", type=float, default=g.max_regression, help="ε on SOP/downstream accuracy"
+        "--min-improvement",
+        type=float,
+        default=g.min_improvement,
+        help="δ: the held-out MLM loss must improve by significantly more than this (nats)",
     )
+    p.add_argument(
+        "--max-regression",
+        type=float,
+        default=g.max_regression,
+        help="ε: tolerated drop of SOP/downstream accuracy (a drop significantly larger rejects)",
+    )
+    p.add_argument("--alpha", type=float, default=g.alpha, help="significance level of the gate's tests")
     p.add_argument("--max-batches", type=int, default=None, help="evaluate on this many batches only")
 
 
@@ -194,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rollback:
         if args.candidate:
             raise UserError("--rollback takes no --candidate")
-        pointer = Registry(absolute(args.registry), args.model).rollback(args.reason)
+        pointer = Registry(storage.absolute(args.registry), args.model).rollback(args.reason)
         print(f"{args.model}: production is {pointer['version']} again (was {pointer['rolled_back_from']})")
         return 0
     if not args.candidate:
@@ -206,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
         instances_dir=args.instances,
         min_improvement=args.min_improvement,
         max_regression=args.max_regression,
+        alpha=args.alpha,
         spm_model=args.spm_model,
         max_batches=args.max_batches,
     )

@@ -1,4 +1,6 @@
-"""The checkpoint registry and the promotion gate: pure logic, no Prefect (flows/promote.py drives it).
+"""The checkpoint registry: versions, the production pointer, the promotions log. Pure logic, no Prefect
+(flows/promote.py drives it).
+
 
 Layout under a registry root (a local folder, gs://bucket/prefix or any fsspec URL):
 
@@ -14,12 +16,8 @@ evaluated anything: locally a `flock` around read-compare-write-temp-`os.replace
 concurrent promotions from the same production, exactly one wins; the other is recorded as a conflict
 and changes nothing (its version folder stays, complete but never production).
 
-The gate (`decide`) compares a candidate with the current production model evaluated on the same frozen
-eval set in the same run: promote only if the held-out MLM loss improves by at least `min_improvement`
-and no secondary metric (SOP accuracy, downstream accuracy when both have one) drops by more than
-`max_regression`. With no production model yet, the references are the trivial baselines: the
-candidate's loss must be lower than every baseline loss, and its secondary metrics may not fall more
-than `max_regression` below their baselines.
+The decision itself comes from flows/gate.py (paired statistical tests on the same eval sequences and
+test examples); `gate_and_promote` acts on it.
 """
 
 from __future__ import annotations
@@ -32,13 +30,15 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from typing import Any
 
+from flows.gate import Decision
+from pipelines import storage
 from pipelines.errors import UserError
 
 _log = logging.getLogger(__name__)
@@ -109,9 +109,9 @@ class LocalStore:
             current = self._read(path)
             if (None if current is None else _sha(current)) != token:
                 return False
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(full), prefix=f".{os.path.basename(full)}.")
+            tmp = os.path.join(os.path.dirname(full), f".{os.path.basename(full)}.{uuid.uuid4().hex[:8]}")
             try:
-                with os.fdopen(fd, "wb") as f:
+                with open(tmp, "xb") as f:  # mode from the umask: a shared registry stays readable
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
@@ -128,22 +128,13 @@ class LocalStore:
             os.fsync(f.fileno())
 
     def put_file(self, src: str, path: str) -> None:
-        import shutil
-
-        full = self.url(path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        tmp = full + ".part"
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, full)
+        storage.copy(src, self.url(path))  # src: a path or URL; appears whole (temporary name, rename)
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(self.url(path))
+        return storage.exists(self.url(path))
 
     def list_dirs(self, path: str) -> list[str]:
-        full = self.url(path)
-        if not os.path.isdir(full):
-            return []
-        return sorted(n for n in os.listdir(full) if os.path.isdir(os.path.join(full, n)))
+        return storage.subdirs(self.url(path))
 
 
 class GCSStore:
@@ -194,7 +185,11 @@ class GCSStore:
         raise PromotionConflict(f"could not append to {self.url(path)} after {attempts} attempts")
 
     def put_file(self, src: str, path: str) -> None:
-        self.bucket.blob(self._name(path)).upload_from_filename(src)
+        if src.startswith("gs://"):  # server-side copy, nothing through this machine
+            storage.copy(src, self.url(path))
+        else:
+            with storage.local_file(src) as local:
+                self.bucket.blob(self._name(path)).upload_from_filename(local)
 
     def exists(self, path: str) -> bool:
         return self.bucket.blob(self._name(path)).exists()
@@ -216,9 +211,7 @@ class FsspecStore:
     _lock = threading.Lock()
 
     def __init__(self, url: str):
-        import fsspec
-
-        self.fs, _, (self.root,) = fsspec.get_fs_token_paths(url)
+        self.fs, self.root = storage.filesystem(url)
         self.protocol = url.split("://", 1)[0]
         _log.warning("registry on %s:// has no compare-and-swap: run one promotion at a time", self.protocol)
 
@@ -247,7 +240,7 @@ class FsspecStore:
             self.fs.pipe_file(self._p(path), (data or b"") + (line.rstrip("\n") + "\n").encode())
 
     def put_file(self, src: str, path: str) -> None:
-        self.fs.put_file(src, self._p(path))
+        storage.copy(src, self.url(path))
 
     def exists(self, path: str) -> bool:
         return self.fs.exists(self._p(path))
@@ -269,113 +262,6 @@ def open_store(root: str):
     if "://" in root and not root.startswith("file://"):
         return FsspecStore(root)
     return LocalStore(root.removeprefix("file://"))
-
-
-# ----------------------------------------------------------------------------------------------- gate
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    min_improvement: float = 0.01
-    """δ: the candidate's held-out MLM loss (nats per masked token) must be at least this much lower than
-    production's."""
-    max_regression: float = 0.02
-    """ε: no secondary metric (an accuracy in [0, 1]) may drop by more than this. The default allows for
-    sampling noise of the small eval sets of the bundled sample (~700 SOP pairs: ±0.02)."""
-    primary: str = "mlm_loss"
-    secondary: tuple[str, ...] = ("sop_accuracy", "downstream_accuracy")
-
-    def __post_init__(self):
-        if self.min_improvement < 0 or self.max_regression < 0:
-            raise UserError("the gate's δ (min improvement) and ε (max regression) must be >= 0")
-
-
-@dataclass
-class Decision:
-    promote: bool
-    reasons: list[str]
-    checks: list[dict] = field(default_factory=list)
-    """One row per metric: metric, candidate, reference, reference_kind, delta, threshold, ok."""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4f}"
-
-
-def decide(
-    candidate: dict, production: dict | None, gate: GateConfig = GateConfig(), baselines: dict | None = None
-) -> Decision:
-    """Gate a candidate. Metrics dicts map a name to a number (`mlm_loss`, `sop_accuracy`, ...);
-    `baselines` maps a metric to {baseline name: value} and is used when there is no production model
-    (first promotion): e.g. {"mlm_loss": {"uniform": 8.4, "unigram": 6.9}, "sop_accuracy": {"majority": 0.5}}.
-    """
-    baselines = baselines or {}
-    reasons: list[str] = []
-    checks: list[dict] = []
-    cand_primary = candidate.get(gate.primary)
-    if cand_primary is None:
-        return Decision(False, [f"the candidate has no {gate.primary}: nothing to gate on"])
-
-    if production is None:
-        ref = baselines.get(gate.primary) or {}
-        if not ref:
-            return Decision(False, [f"no production model and no baseline for {gate.primary} to beat"])
-        name, best = min(ref.items(), key=lambda kv: kv[1])
-        ok = cand_primary < best
-        checks.append(
-            dict(metric=gate.primary, candidate=cand_primary, reference=best, reference_kind=f"baseline:{name}",
-                 delta=best - cand_primary, threshold=0.0, ok=ok)
-        )  # fmt: skip
-        reasons.append(
-            f"{gate.primary} {_fmt(cand_primary)} {'beats' if ok else 'does not beat'} the best trivial "
-            f"baseline ({name}: {_fmt(best)})"
-        )
-    else:
-        ref_primary = production.get(gate.primary)
-        if ref_primary is None:
-            return Decision(False, [f"production has no {gate.primary}: re-evaluate it"])
-        gain = ref_primary - cand_primary
-        ok = gain >= gate.min_improvement
-        checks.append(
-            dict(metric=gate.primary, candidate=cand_primary, reference=ref_primary, reference_kind="production",
-                 delta=gain, threshold=gate.min_improvement, ok=ok)
-        )  # fmt: skip
-        reasons.append(
-            f"{gate.primary} {_fmt(cand_primary)} vs production {_fmt(ref_primary)}: improvement {gain:+.4f} "
-            f"{'>=' if ok else '<'} δ={gate.min_improvement}"
-        )
-
-    for metric in gate.secondary:
-        value = candidate.get(metric)
-        if production is None:
-            ref = baselines.get(metric) or {}
-            ref_name, ref_value = max(ref.items(), key=lambda kv: kv[1]) if ref else (None, None)
-            kind = f"baseline:{ref_name}"
-        else:
-            ref_value, kind = production.get(metric), "production"
-        if value is None or ref_value is None:
-            if value is not None or ref_value is not None:
-                reasons.append(
-                    f"{metric}: not compared (missing on the {'candidate' if value is None else 'reference'})"
-                )
-            continue
-        drop = ref_value - value
-        ok = drop <= gate.max_regression
-        checks.append(
-            dict(metric=metric, candidate=value, reference=ref_value, reference_kind=kind, delta=-drop,
-                 threshold=-gate.max_regression, ok=ok)
-        )  # fmt: skip
-        reasons.append(
-            f"{metric} {_fmt(value)} vs {kind} {_fmt(ref_value)}: "
-            + (
-                f"regression {drop:.4f} > ε={gate.max_regression}" if not ok
-                else f"change {-drop:+.4f}, no regression beyond ε={gate.max_regression}"
-            )
-        )  # fmt: skip
-    return Decision(all(c["ok"] for c in checks), reasons, checks)
 
 
 # ------------------------------------------------------------------------------------------- registry
@@ -451,16 +337,16 @@ class Registry:
         """Copy a checkpoint folder into a new immutable version; returns its name (v<N>)."""
         sources = {}
         for name in CHECKPOINT_FILES:
-            path = os.path.join(checkpoint_dir, name)
-            if name == "spm.model" and not os.path.exists(path) and spm_model:
+            path = storage.join(checkpoint_dir, name)
+            if name == "spm.model" and not storage.exists(path) and spm_model:
                 path = spm_model
-            if not os.path.isfile(path):
+            if not storage.isfile(path):
                 raise UserError(f"{checkpoint_dir} is not a complete checkpoint: {name} is missing")
             sources[name] = path
         version = self._claim({"candidate": checkpoint_dir, "flow_run_id": lineage.get("flow_run_id")})
         for name, path in sources.items():
             self.store.put_file(path, self._p(version, name))
-        files = {name: file_sha(path) for name, path in sources.items()}
+        files = {name: storage.sha256(path) for name, path in sources.items()}
         self._put(self._p(version, METRICS), _dumps(metrics))
         self._put(self._p(version, LINEAGE), _dumps({**lineage, "version": version, "files": files}))
         return version
@@ -540,24 +426,23 @@ def gate_and_promote(
     registry: Registry,
     candidate_dir: str,
     candidate_metrics: dict,
-    production_metrics: dict | None,
+    reference_metrics: dict | None,
     snapshot: tuple[dict | None, Any],
-    gate: GateConfig = GateConfig(),
-    baselines: dict | None = None,
+    decision: Decision,
     lineage: dict | None = None,
     spm_model: str | None = None,
 ) -> PromotionResult:
-    """Decide; if the gate passes, register the candidate and move the pointer by CAS against
-    `snapshot` (the `read_pointer()` taken BEFORE the evaluation). Every outcome goes to the log."""
+    """Act on the gate's decision (flows.gate.decide): if it promotes, register the candidate and move
+    the pointer by CAS against `snapshot` (the `read_pointer()` taken BEFORE the evaluation). Every
+    outcome goes to the log. reference_metrics: production's metrics, or the baselines' (display)."""
     pointer, token = snapshot
     previous = pointer["version"] if pointer else None
-    decision = decide(candidate_metrics, production_metrics if pointer else None, gate, baselines)
     lineage = {**(lineage or {}), "parent_version": (lineage or {}).get("parent_version", previous)}
     base = {
         "candidate": candidate_dir,
         "previous": previous,
         "metrics": candidate_metrics,
-        "reference_metrics": production_metrics if pointer else baselines,
+        "reference_metrics": reference_metrics,
         "reasons": decision.reasons,
         "flow_run_id": lineage.get("flow_run_id"),
     }
@@ -572,8 +457,8 @@ def gate_and_promote(
             version, token, metrics=candidate_metrics, flow_run_id=lineage.get("flow_run_id")
         )
     except PromotionConflict as err:
-        decision = Decision(
-            False, decision.reasons + [f"not promoted: {err}; re-run the promotion"], decision.checks
+        decision = replace(
+            decision, promote=False, reasons=decision.reasons + [f"not promoted: {err}; re-run the promotion"]
         )
         registry.append_log({"event": "conflict", "version": version, **base, "reasons": decision.reasons})
         return PromotionResult("conflict", decision, version, registry.production()["version"], previous)
@@ -582,14 +467,6 @@ def gate_and_promote(
 
 
 # -------------------------------------------------------------------------------------------- lineage
-
-
-def file_sha(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
@@ -620,22 +497,22 @@ def build_lineage(
     def manifest_of(d: str | None) -> dict | None:
         if not d:
             return None
-        path = os.path.join(d, MANIFEST)
-        return {"path": d, "manifest_sha256": file_sha(path) if os.path.exists(path) else None}
+        path = storage.join(d, MANIFEST)
+        return {"path": d, "manifest_sha256": storage.sha256(path) if storage.exists(path) else None}
 
-    spm = os.path.join(checkpoint_dir, "spm.model")
-    if not os.path.exists(spm) and vocab_dir:
-        spm = os.path.join(vocab_dir, "spm.model")
+    spm = storage.join(checkpoint_dir, "spm.model")
+    if not storage.exists(spm) and vocab_dir:
+        spm = storage.join(vocab_dir, "spm.model")
     return {
         "checkpoint": checkpoint_dir,
         "corpus": manifest_of(corpus_dir),
         "vocab": {
             **(manifest_of(vocab_dir) or {}),
-            "spm_sha256": file_sha(spm) if os.path.exists(spm) else None,
+            "spm_sha256": storage.sha256(spm) if storage.exists(spm) else None,
         },
         "instances": manifest_of(instances_dir),
         "run": manifest_of(run_dir),
-        "config_sha256": file_sha(os.path.join(checkpoint_dir, "config.json")),
+        "config_sha256": storage.sha256(storage.join(checkpoint_dir, "config.json")),
         "git_commit": code_version(),
         "packages": package_versions(),
         "flow_run_id": flow_run_id,

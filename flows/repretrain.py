@@ -17,12 +17,17 @@ from prefect import flow
 
 from flows.build_corpus import DEFAULT_SOURCES, build_corpus
 from flows.build_instances import build_instances
-from flows.common import absolute, flow_failure_artifact, join, logger
+from flows.common import (
+    flow_failure_artifact,
+    logger,
+)
 from flows.finetune import downstream_accuracy, finetune_available
+from flows.gate import GateConfig
 from flows.pretrain import pretrain
 from flows.promote import promote
-from flows.registry import DEFAULT_MODEL, GateConfig, Registry
+from flows.registry import DEFAULT_MODEL, Registry
 from flows.train_vocab import train_vocab
+from pipelines import storage
 
 DEFAULT_ROOT = "out/factory"
 
@@ -57,6 +62,7 @@ def repretrain(
     model_name: str = DEFAULT_MODEL,
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
+    alpha: float = GateConfig.alpha,
     finetune_task: str | None = None,
     finetune_args: list[str] = [],  # noqa: B006
     max_eval_batches: int | None = None,
@@ -68,8 +74,8 @@ def repretrain(
     finetune_task: a downstream task (see `albert finetune --help`) for the fine-tuning lift and the
     gate's downstream check. init_checkpoint: warm-start from this checkpoint instead of production. Returns every stage's result and the promotion decision."""
     log = logger()
-    root = absolute(storage_root)
-    registry = join(root, "registry")
+    root = storage.absolute(storage_root)
+    registry = storage.join(root, "registry")
     corpus = build_corpus(
         sources=sources,
         storage_root=root,
@@ -85,7 +91,7 @@ def repretrain(
         # spm.model is the vocabulary.
         vocab = {
             "stage": "vocab",
-            "dir": absolute(init_checkpoint),
+            "dir": storage.absolute(init_checkpoint),
             "reused": True,
             "from_checkpoint": init_checkpoint,
         }
@@ -151,6 +157,7 @@ def repretrain(
         instances_dir=eval_instances or instances["dir"],
         min_improvement=min_improvement,
         max_regression=max_regression,
+        alpha=alpha,
         downstream=downstream,
         lineage={
             "corpus_dir": corpus["dir"],

@@ -9,10 +9,8 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.common import (
-    absolute,
     flow_failure_artifact,
     is_complete,
-    join,
     logger,
     output_hashes,
     read_manifest,
@@ -21,6 +19,7 @@ from flows.common import (
     stage_result,
     stage_task,
 )
+from pipelines import storage
 
 DEFAULT_ROOT = "out/factory"
 
@@ -49,7 +48,7 @@ def train_vocab(
         "seed": seed,
     }
     key = stage_key("vocab", corpus=output_hashes(corpus_dir), options=options)
-    out = join(absolute(storage_root), "vocab", key)
+    out = storage.join(storage.absolute(storage_root), "vocab", key)
     reused = is_complete(out)
     if reused:
         logger().info("vocab %s is up to date: reusing it", out)

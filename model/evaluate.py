@@ -28,22 +28,12 @@ import time
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
+from model.samples import Baselines, EvalSample
+from model.stats import wilson
 from pipelines import storage
 from pipelines.errors import UserError
-
-Z95 = 1.959963984540054
-
-
-def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """95% Wilson score interval of a binomial proportion (0, 0 for n = 0)."""
-    if n <= 0:
-        return 0.0, 0.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _acc(correct: float, n: float) -> dict:
@@ -64,10 +54,13 @@ def eval_sums(
     autocast=contextlib.nullcontext,
     max_batches: int | None = None,
     label_hook=None,
+    per_sequence: dict[str, list] | None = None,
 ) -> dict[str, float]:
     """Sums over batches: mlm loss*weight, mlm weight, correct; sop loss*count, count, correct.
 
-    `label_hook(batch)` is called with every CPU batch (baselines count labels there)."""
+    `label_hook(batch)` is called with every CPU batch (baselines count labels there). `per_sequence`,
+    when given, receives the same figures per sequence (lists of arrays under mlm_loss_sum, mlm_count,
+    mlm_correct, sop_correct): what the promotion gate pairs between two models."""
     was_training = model.training
     model.eval()
     sums = torch.zeros(6, dtype=torch.float64)
@@ -80,6 +73,9 @@ def eval_sums(
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         with autocast():
             out = model(**batch)
+        if per_sequence is not None:
+            for k, v in sequence_figures(out, batch).items():
+                per_sequence.setdefault(k, []).append(v)
         sums += torch.stack(
             [
                 (out.mlm_loss * out.mlm_weight).double().cpu(),
@@ -93,6 +89,22 @@ def eval_sums(
     model.train(was_training)
     keys = ("mlm_loss_sum", "mlm_weight", "mlm_correct", "sop_loss_sum", "sop_count", "sop_correct")
     return dict(zip(keys, sums.tolist()))
+
+
+def sequence_figures(out, batch: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Per sequence of a batch: MLM loss sum and count of real predictions, correct predictions, SOP
+    right or wrong. (B,) numpy arrays."""
+    ids = batch["masked_lm_ids"].long()  # (B, P)
+    w = batch["masked_lm_weights"].float()  # (B, P)
+    logits = out.mlm_logits.float()  # (B, P, V)
+    ce = F.cross_entropy(logits.flatten(0, 1), ids.flatten(), reduction="none").view_as(w)
+    labels = batch["sentence_order_label"].long().reshape(-1)
+    return {
+        "mlm_loss_sum": (ce * w).sum(1).double().cpu().numpy(),
+        "mlm_count": w.sum(1).double().cpu().numpy(),
+        "mlm_correct": ((logits.argmax(-1) == ids).float() * w).sum(1).double().cpu().numpy(),
+        "sop_correct": (out.sop_logits.argmax(-1) == labels).cpu().numpy(),
+    }
 
 
 def summarize(s: dict[str, float]) -> dict[str, float]:
@@ -154,16 +166,29 @@ def evaluate_checkpoint(
     train_tokens, train_sop = label_counts(train_data, V, baseline_records)
     eval_tokens = np.zeros(V, dtype=np.int64)
     eval_sop = np.zeros(2, dtype=np.int64)
+    top_train, majority = int(train_tokens.argmax()), int(train_sop.argmax())
+    unigram = (train_tokens + 1) / (train_tokens.sum() + V)  # add-one smoothed train label frequencies
+    baseline_rows: dict[str, list] = {}
 
     def hook(batch):
         ids = batch["masked_lm_ids"].numpy()
-        real = batch["masked_lm_weights"].numpy() > 0
+        w = batch["masked_lm_weights"].numpy()
+        real = w > 0
         if ids[real].size and ids[real].max() >= V:
             raise UserError(
                 f"label id {int(ids[real].max())} >= the model's vocab_size {V}: wrong vocabulary"
             )
         eval_tokens[:] += np.bincount(ids[real], minlength=V)[:V]
-        eval_sop[:] += np.bincount(batch["sentence_order_label"].numpy(), minlength=2)[:2]
+        sop = batch["sentence_order_label"].numpy().reshape(-1)
+        eval_sop[:] += np.bincount(sop, minlength=2)[:2]
+        # The trivial baselines, per sequence, on exactly these predictions (paired with the model's).
+        safe = np.where(real, ids, 0)
+        for k, v in {
+            "unigram_loss_sum": (-np.log(unigram[safe]) * w).sum(1),
+            "most_frequent_correct": ((ids == top_train) * w).sum(1),
+            "sop_majority_correct": sop == majority,
+        }.items():
+            baseline_rows.setdefault(k, []).append(v)
 
     stream = InstanceStream(eval_data, batch_size, shuffle_window=0, epochs=1)
     autocast = (
@@ -172,14 +197,24 @@ def evaluate_checkpoint(
         else contextlib.nullcontext
     )
     log(f"evaluating {checkpoint} on {eval_data.num_records or '?'} eval instances")
-    s = eval_sums(model, stream.batches(), dev, autocast, max_batches, hook)
+    rows: dict[str, list] = {}
+    s = eval_sums(model, stream.batches(), dev, autocast, max_batches, hook, rows)
     m = summarize(s)
     n_mlm, n_sop = s["mlm_weight"], s["sop_count"]
-    top_train = int(train_tokens.argmax())
     top_eval = int(eval_tokens.argmax())
-    unigram = (train_tokens + 1) / (train_tokens.sum() + V)
     unigram_loss = float(-(eval_tokens * np.log(unigram)).sum() / max(eval_tokens.sum(), 1))
-    majority = int(train_sop.argmax())
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in {**rows, **baseline_rows}.items()}
+    samples = {
+        "model": EvalSample(
+            cat["mlm_loss_sum"], cat["mlm_count"], cat["mlm_correct"], cat["sop_correct"]
+        ).to_json(),
+        "baselines": Baselines(
+            cat["unigram_loss_sum"],
+            cat["mlm_count"],
+            cat["most_frequent_correct"],
+            cat["sop_majority_correct"],
+        ).to_json(),
+    }
     spm_path = storage.join(checkpoint, "spm.model")
     piece = None
     if storage.isfile(spm_path):
@@ -214,6 +249,7 @@ def evaluate_checkpoint(
             },
         },
         "note": "95% Wilson intervals; MLM predictions of one sequence are not independent",
+        "per_sequence": samples,
     }
 
 
@@ -267,7 +303,15 @@ def run(args: argparse.Namespace) -> int:
         log=lambda msg: print(msg, file=sys.stderr),
     )
     out = args.out or storage.join(args.checkpoint, "eval.json")
-    storage.write_json(out, report)
+    per_sequence = per_sequence_path(out)
+    storage.write_json(per_sequence, report.pop("per_sequence"), indent=None)
+    storage.write_json(out, {**report, "per_sequence_file": per_sequence})
     print(format_report(report))
-    print(f"wrote {out}")
+    print(f"wrote {out} and {storage.basename(per_sequence)}")
     return 0
+
+
+def per_sequence_path(report_path: str) -> str:
+    """Where the per-sequence figures of a report go: eval.json -> eval.per-sequence.json."""
+    stem = report_path[: -len(".json")] if report_path.endswith(".json") else report_path
+    return stem + ".per-sequence.json"

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from model.samples import DownstreamSample
+from model.stats import paired_proportion_difference, wilson
 from pipelines import storage
 from pipelines.errors import UserError
-
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -213,16 +213,6 @@ def collate(items: list[tuple[np.ndarray, np.ndarray, int]]) -> dict[str, torch.
 # Metrics
 
 
-def wilson(k: float, n: float) -> list[float]:
-    if n <= 0:
-        return [0.0, 0.0]
-    p, z = k / n, Z95
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return [max(0.0, c - h), min(1.0, c + h)]
-
-
 def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:
     correct = int((pred == gold).sum())
     f1s = []
@@ -233,7 +223,7 @@ def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:
         f1s.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
     out = {
         "accuracy": correct / max(len(gold), 1),
-        "accuracy_ci95": wilson(correct, len(gold)),
+        "accuracy_ci95": list(wilson(correct, len(gold))),
         "macro_f1": float(np.mean(f1s)),
         "n": int(len(gold)),
     }
@@ -243,13 +233,10 @@ def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:
 
 
 def paired_difference(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
-    """Accuracy of a minus b on the same examples, with a 95% normal interval from the discordant pairs."""
-    n = len(correct_a)
-    b = int((correct_a & ~correct_b).sum())
-    c = int((~correct_a & correct_b).sum())
-    diff = (b - c) / n if n else 0.0
-    se = math.sqrt(max(b + c - (b - c) ** 2 / n, 0.0)) / n if n else 0.0
-    return {"difference": diff, "ci95": [diff - Z95 * se, diff + Z95 * se], "a_only": b, "b_only": c}
+    """Accuracy of a minus b on the same examples, with a 95% normal (Wald) interval from the
+    discordant pairs."""
+    d = paired_proportion_difference(correct_a, correct_b, method="wald")
+    return {"difference": d["diff"], "ci95": list(d["ci95"]), "a_only": d["b"], "b_only": d["c"]}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -406,6 +393,12 @@ def run_finetune(
     }
     if "f1" in p:
         report["lift"]["f1"] = p["f1"] - s["f1"]
+    # Right or wrong on each example of the final split, in a fixed order: the promotion gate pairs
+    # the candidate's with production's on the same examples (McNemar).
+    report["per_example"] = {
+        "split": final,
+        **{name: DownstreamSample(task, c).to_json() for name, c in correct.items()},
+    }
     return report
 
 

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from pipelines import storage
 from pipelines.errors import UserError
 from tests.flows.conftest import TINY, flow_run_logs, read_artifact
 
@@ -53,7 +54,11 @@ def test_first_candidate_faces_the_baselines(chain):
     promo = chain["result"]["promotion"]
     assert promo["previous"] is None
     assert promo["event"] == "reject"
-    assert any("does not beat the best trivial baseline" in r for r in promo["decision"]["reasons"])
+    reasons = promo["decision"]["reasons"]
+    assert any("baseline unigram" in r and "not significantly" in r for r in reasons), reasons
+    primary = next(c for c in promo["decision"]["checks"] if c["role"] == "primary")
+    assert primary["reference_kind"] == "baseline:unigram" and not primary["ok"]
+    assert primary["p_value"] >= 0.05 and len(primary["ci95"]) == 2
     reg = Registry(chain["result"]["registry"])
     assert reg.production() is None
     assert reg.log()[0]["event"] == "reject"
@@ -354,7 +359,11 @@ def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
 
     # the same candidate again: no improvement over itself
     again = promote(candidate=ckpt, registry=registry, instances_dir=inst)
-    assert again["event"] == "reject" and any("< δ" in x for x in again["decision"]["reasons"])
+    assert again["event"] == "reject" and any(
+        "not significantly more than δ" in x for x in again["decision"]["reasons"]
+    )
+    primary = again["decision"]["checks"][0]
+    assert primary["metric"] == "mlm_loss" and primary["delta"] == 0 and primary["p_value"] == 1
 
     from flows.cli import main
 
@@ -396,28 +405,33 @@ def test_demo_summary_names_every_output(chain):
 
 
 def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypatch):
-    """`albert finetune` (faked: its report format) on candidate and production; the downstream
-    accuracies go into the gate, which rejects a candidate that regresses downstream."""
+    """`albert finetune` (faked: its report format) on candidate and production; their right/wrong per
+    test example go into the gate, which rejects a candidate that regresses downstream even though its
+    MLM loss improved."""
+    import numpy as np
     from prefect import flow
 
     import flows.finetune as ft
-    from flows.registry import GateConfig, decide
+    from flows.gate import EvalSample, GateConfig, decide
+    from flows.promote import downstream_pairs
+    from model.samples import DownstreamSample
 
-    accuracy = {"cand": 0.70, "prod": 0.80}
+    right = {"cand": 350, "prod": 400}  # of 500 test examples: 70% vs 80%, 50 discordant pairs
 
     def fake_finetune(command, argv):
         assert command == "finetune"
         ckpt, out = argv[argv.index("--checkpoint") + 1], argv[argv.index("--out") + 1]
-        acc = accuracy[os.path.basename(ckpt)]
+        correct = np.arange(500) < right[os.path.basename(ckpt)]
+        acc = float(correct.mean())
         report = {
             "models": {"pretrained": {"test": {"accuracy": acc}}, "scratch": {"test": {"accuracy": 0.6}}},
             "lift": {"split": "test", "accuracy": acc - 0.6, "accuracy_paired_ci95": [0.0, 0.2]},
+            "per_example": {"split": "test", "pretrained": DownstreamSample("sentiment", correct).to_json()},
         }
-        with open(out, "w") as f:
-            json.dump(report, f)
+        storage.write_json(out, report)  # as `albert finetune --out` does (parent folders made)
 
     monkeypatch.setattr(ft, "run_cli", fake_finetune)
-    for name in accuracy:
+    for name in right:
         os.makedirs(tmp_path / name)
         (tmp_path / name / "model.safetensors").write_bytes(name.encode())
 
@@ -433,9 +447,10 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
 
     down = both()
     assert down["candidate"] == 0.70 and down["production"] == 0.80 and down["lift"] == pytest.approx(0.10)
-    d = decide(
-        {"mlm_loss": 4.0, "sop_accuracy": 0.6, "downstream_accuracy": down["candidate"]},
-        {"mlm_loss": 5.0, "sop_accuracy": 0.6, "downstream_accuracy": down["production"]},
-        GateConfig(),
-    )
-    assert not d.promote and any("downstream_accuracy" in r and "regression" in r for r in d.reasons)
+    count = np.full(300, 10.0)
+    sop = np.arange(300) % 4 > 0
+    prod = EvalSample(count * 5.0 + np.linspace(0, 3, 300), count, count * 0.3, sop)
+    cand = EvalSample(count * 4.0 + np.linspace(0, 3, 300), count, count * 0.4, sop)  # 1 nat better
+    d = decide(cand, prod, GateConfig(), downstream=downstream_pairs(down))
+    assert [c["ok"] for c in d.checks if c["metric"] == "mlm_loss"] == [True]
+    assert not d.promote and any("downstream_accuracy" in r and "regress" in r for r in d.reasons)

@@ -1,0 +1,455 @@
+"""The promotion gate, statistically: promote a candidate checkpoint only when the eval data show that it
+is better, and reject it only when they show that it is worse. Pure logic: no Prefect, no torch.
+
+The old gate compared two numbers per metric against fixed margins, so sampling noise decided: on 500
+test reviews one model's downstream accuracy moves ±4 points between runs. This gate compares the
+per-example results of the two models on the same examples (paired), with tests and intervals from
+model/stats.py. docs/gate.md gives the rules, the defaults and the simulated error rates.
+
+Rules (α = GateConfig.alpha, δ = min_improvement, ε = max_regression):
+- primary, MLM loss: paired per eval sequence; one-sided z-test of H0 "improvement <= δ" (against
+  production) or "improvement <= 0" (against the unigram baseline, first promotion). Promote only if
+  p < α. This bounds the chance of promoting a model that is not better by α.
+- secondaries, SOP and downstream accuracy: one-sided tests of H0 "the drop is <= ε" (exact McNemar
+  when ε = 0, a paired z-test against the margin otherwise; an exact binomial test against chance).
+  Reject if any p, Bonferroni- (or Holm-) adjusted over the secondaries actually compared, is < α.
+  This bounds by α the chance that noise alone vetoes a candidate whose secondaries did not get worse.
+- first promotion (no production): the loss must beat the unigram baseline significantly, and SOP may
+  not be significantly below the train-majority baseline (paired) nor below chance (exact binomial).
+
+Inputs are per-example arrays in the SAME order for every model (index i = eval sequence i, or test
+example j of a downstream task). They travel as JSON (`to_json` / `from_json`), never pickle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from model.samples import Baselines, DownstreamSample, EvalSample
+from model.stats import (
+    bonferroni,
+    holm,
+    mcnemar,
+    normal_sf,
+    one_sample_proportion_vs,
+    paired_proportion_difference,
+    paired_ratio_difference,
+    wilson,
+)
+from pipelines.errors import UserError
+
+PRIMARY = "mlm_loss"
+SECONDARY = ("sop_accuracy", "downstream_accuracy")
+CORRECTIONS = {"bonferroni": bonferroni, "holm": holm}
+DownstreamPair = tuple[DownstreamSample | None, DownstreamSample | None]
+"""(candidate, production) results of one downstream task; either side may be missing."""
+
+# ------------------------------------------------------------------------------------------ config
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise UserError(f"gate: {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The gate's knobs. docs/gate.md says how to choose them."""
+
+    min_improvement: float = 0.0
+    """δ (nats per masked prediction): promote only if the MLM loss improvement over production is
+    significantly GREATER than δ. 0: any real improvement."""
+    max_regression: float = 0.0
+    """ε (accuracy, in [0, 1)): a secondary metric regresses when its drop is significantly greater
+    than ε. 0: any real drop vetoes."""
+    alpha: float = 0.05
+    """Significance level of the primary test, and the family-wise level of the secondary tests."""
+    primary: str = PRIMARY
+    secondary: tuple[str, ...] = SECONDARY
+    correction: str = "bonferroni"
+    """Multiple-comparison correction over the secondaries compared: "bonferroni" or "holm". Both
+    give the same verdict (the gate asks whether ANY secondary regresses: min p < α/m); Holm's
+    adjusted p-values of the non-minimal rows are smaller."""
+
+    def __post_init__(self):
+        alpha = _number(self.alpha, "alpha")
+        if not 0.0 < alpha < 0.5:
+            raise UserError(f"gate: alpha must be in (0, 0.5), got {alpha}")
+        if _number(self.min_improvement, "min_improvement (δ)") < 0:
+            raise UserError(f"gate: min_improvement (δ) must be >= 0 nats, got {self.min_improvement}")
+        if not 0.0 <= _number(self.max_regression, "max_regression (ε)") < 1.0:
+            raise UserError(f"gate: max_regression (ε) must be in [0, 1), got {self.max_regression}")
+        if self.primary != PRIMARY:
+            raise UserError(f"gate: the primary metric must be {PRIMARY!r}, got {self.primary!r}")
+        secondary = (self.secondary,) if isinstance(self.secondary, str) else tuple(self.secondary)
+        unknown = [m for m in secondary if m not in SECONDARY]
+        if unknown:
+            raise UserError(f"gate: unknown secondary metric(s) {unknown}; known: {list(SECONDARY)}")
+        if self.correction not in CORRECTIONS:
+            raise UserError(f"gate: correction must be one of {sorted(CORRECTIONS)}, got {self.correction!r}")
+        object.__setattr__(self, "secondary", secondary)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["secondary"] = list(self.secondary)
+        return d
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+@dataclass
+class Decision:
+    promote: bool
+    reasons: list[str]
+    """One readable sentence per check, then one per metric that could not be compared."""
+    checks: list[dict] = field(default_factory=list)
+    """One row per test: metric, candidate, reference, reference_kind, delta (+ = candidate better),
+    ci95 [lo, hi] of delta, p_value (adjusted for secondaries), p_raw, test, threshold, role
+    ("primary" | "secondary"), n, ok; downstream rows add task."""
+    info: list[dict] = field(default_factory=list)
+    """Rows shown but not gated (MLM accuracy), in the same form; ok is None."""
+    gate: dict = field(default_factory=dict)
+    """The GateConfig used."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def format_p(p: float) -> str:
+    """Three significant digits (0.12, 0.0504: never a rounded "0.05" next to α = 0.05), 3e-8 below
+    0.001, "<1e-300" for an underflow."""
+    if p <= 0:
+        return "<1e-300"
+    if p >= 1e-3:
+        return f"{p:.3g}"
+    mantissa, exponent = f"{p:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no inf/NaN: an unbounded interval end becomes None."""
+    return float(x) if math.isfinite(x) else None
+
+
+def _row(metric: str, role: str, reference_kind: str, **values) -> dict:
+    """A check row; numbers become Python floats and an unbounded interval end None (valid JSON)."""
+    lo, hi = values.pop("ci95")
+    p = float(values.pop("p"))
+    row = dict(metric=metric, role=role, reference_kind=reference_kind, ci95=[_finite(lo), _finite(hi)])
+    row.update(p_value=p, p_raw=p, ok=None)
+    for key in ("candidate", "reference", "delta"):
+        row[key] = float(values.pop(key))
+    row["n"] = int(values.pop("n"))
+    row.update(values)  # test, threshold, task
+    return row
+
+
+def _z_p(excess: float, se: float) -> float:
+    """One-sided p of H0 "true value <= threshold" when the estimate exceeds it by `excess`."""
+    if se == 0:
+        return 0.0 if excess > 0 else 1.0
+    return normal_sf(excess / se) if math.isfinite(se) else 1.0
+
+
+def _vs(kind: str) -> str:
+    return kind.replace("baseline:", "baseline ")
+
+
+# -------------------------------------------------------------------------------------------- tests
+
+
+def _loss_check(candidate: EvalSample, ref_loss_sum: np.ndarray, kind: str, threshold: float) -> dict:
+    """Primary: improvement = reference loss - candidate loss (nats/prediction), paired per sequence."""
+    r = paired_ratio_difference(ref_loss_sum, candidate.mlm_loss_sum, candidate.mlm_count)
+    p = _z_p(r["diff"] - threshold, r["se"])  # H0: improvement <= threshold
+    return _row(
+        PRIMARY,
+        "primary",
+        kind,
+        candidate=r["ratio_b"],
+        reference=r["ratio_a"],
+        delta=r["diff"],
+        ci95=r["ci95"],
+        p=p,
+        test=f"paired z, {r['n']} sequences",
+        threshold=threshold,
+        n=r["n"],
+    )
+
+
+def _accuracy_info(candidate: EvalSample, ref_correct: np.ndarray, kind: str) -> dict:
+    """MLM accuracy, shown not gated: the same per-sequence ratio estimator, two-sided p."""
+    r = paired_ratio_difference(candidate.mlm_correct, ref_correct, candidate.mlm_count)
+    p = min(1.0, 2 * _z_p(abs(r["diff"]), r["se"]))
+    return _row(
+        "mlm_accuracy",
+        "info",
+        kind,
+        candidate=r["ratio_a"],
+        reference=r["ratio_b"],
+        delta=r["diff"],
+        ci95=r["ci95"],
+        p=p,
+        test=f"paired z two-sided, {r['n']} sequences",
+        threshold=None,
+        n=r["n"],
+    )
+
+
+def _paired_regression(
+    metric: str, cand: np.ndarray, ref: np.ndarray, kind: str, eps: float, **extra
+) -> dict:
+    """Secondary on the same examples: H0 "drop <= ε", H1 "the candidate is worse by more than ε".
+
+    ε = 0: exact McNemar (H1: the reference is right more often on the discordant examples); exact
+    for any n, and the examples both models get right or wrong drop out as they should.
+    ε > 0: z = (drop - ε)/se with the paired Wald se (McNemar has no margin); fine once the number
+    of discordant examples is in the tens, which is where a margin is worth having."""
+    d = paired_proportion_difference(cand, ref)  # diff = acc_cand - acc_ref; b: cand right, ref wrong
+    discordant = f"{d['b'] + d['c']} discordant of {d['n']}"
+    if eps == 0:
+        p, test = mcnemar(d["c"], d["b"]), f"exact McNemar, {discordant}"
+    else:
+        p, test = _z_p(-d["diff"] - eps, d["se"]), f"paired z vs margin {eps:g}, {discordant}"
+    return _row(
+        metric,
+        "secondary",
+        kind,
+        candidate=d["acc_a"],
+        reference=d["acc_b"],
+        delta=d["diff"],
+        ci95=d["ci95"],
+        p=p,
+        test=test,
+        threshold=-eps if eps else 0.0,
+        n=d["n"],
+        **extra,
+    )
+
+
+def _chance_regression(metric: str, cand: np.ndarray, chance: float, eps: float) -> dict:
+    """Secondary against a constant: exact binomial, H1 "accuracy < chance - ε"."""
+    n, k = int(cand.size), int(np.count_nonzero(cand))
+    p0 = chance - eps
+    p = one_sample_proportion_vs(p0, k, n, "less") if p0 > 0 else 1.0
+    lo, hi = wilson(k, n)
+    acc = k / n if n else 0.0
+    return _row(
+        metric,
+        "secondary",
+        "baseline:chance",
+        candidate=acc,
+        reference=chance,
+        delta=acc - chance,
+        ci95=[lo - chance, hi - chance],
+        p=p,
+        test=f"exact binomial vs {p0:g}, {n} examples",
+        threshold=-eps if eps else 0.0,
+        n=n,
+    )
+
+
+# -------------------------------------------------------------------------------------------- gate
+
+
+def _require_same_eval_set(candidate: EvalSample, other_count: np.ndarray, other: str) -> None:
+    if candidate.mlm_count.sum() <= 0:
+        raise UserError("the candidate's eval sample has no masked predictions: nothing to gate on")
+    if other_count.size != candidate.n:
+        raise UserError(
+            f"the candidate has {candidate.n} eval sequences, {other} {other_count.size}: "
+            "not the same eval set"
+        )
+    differ = int(np.count_nonzero(other_count != candidate.mlm_count))
+    if differ:
+        raise UserError(
+            f"mlm_count of the candidate and {other} differ on {differ} sequences: not the same eval set"
+        )
+
+
+def _downstream_pairs(downstream: DownstreamPair | Sequence[DownstreamPair] | None) -> list[DownstreamPair]:
+    if downstream is None:
+        return []
+    if isinstance(downstream, tuple) and len(downstream) == 2 and not isinstance(downstream[0], tuple):
+        return [downstream]  # one (candidate, production) pair
+    return list(downstream)
+
+
+def _downstream_checks(pairs: list[DownstreamPair], eps: float, reasons: list[str]) -> list[dict]:
+    rows = []
+    for cand, prod in pairs:
+        if cand is None and prod is None:
+            continue
+        if cand is None or prod is None:
+            task = (cand or prod).task
+            missing = "candidate" if cand is None else "production"
+            reasons.append(f"downstream_accuracy ({task}): not compared (no result for the {missing})")
+            continue
+        if cand.task != prod.task or cand.n != prod.n:
+            raise UserError(
+                "downstream results are not on the same test set: "
+                f"candidate {cand.task} ({cand.n} examples), production {prod.task} ({prod.n} examples)"
+            )
+        rows.append(
+            _paired_regression(
+                "downstream_accuracy", cand.correct, prod.correct, "production", eps, task=cand.task
+            )
+        )
+    return rows
+
+
+def _primary_reason(row: dict, alpha: float) -> str:
+    lo, hi = row["ci95"]
+    ci = f"[{lo:+.4f}, {hi:+.4f}]" if lo is not None and hi is not None else "[unbounded]"
+    head = (
+        f"mlm_loss {row['candidate']:.4f} vs {_vs(row['reference_kind'])} {row['reference']:.4f}: "
+        f"improvement {row['delta']:+.4f} nats {ci}, p={format_p(row['p_value'])}"
+    )
+    if row["ok"]:
+        return f"{head} < {alpha:g}"
+    return f"{head} >= {alpha:g}: not significantly more than δ={row['threshold']:g}"
+
+
+def _secondary_reason(row: dict, alpha: float, correction: str, m: int, eps: float) -> str:
+    task = f" ({row['task']})" if "task" in row else ""
+    lo, hi = row["ci95"]
+    adjusted = f"; {correction.capitalize()}-adjusted over {m} secondaries" if m > 1 else ""
+    values = f"{row['candidate']:.3f} vs {_vs(row['reference_kind'])} {row['reference']:.3f}"
+    head = f"{row['metric']}{task} {values}: change {row['delta']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    p = f"p={format_p(row['p_value'])}"
+    margin = f" beyond ε={eps:g}" if eps else ""
+    if row["ok"]:
+        return f"{head}, {p} (not a significant regression{margin}{adjusted})"
+    return f"{head}, {p} < {alpha:g}: significant regression{margin}{adjusted}"
+
+
+def decide(
+    candidate: EvalSample,
+    reference: EvalSample | None = None,
+    gate: GateConfig = GateConfig(),
+    baselines: Baselines | None = None,
+    downstream: DownstreamPair | Sequence[DownstreamPair] | None = None,
+) -> Decision:
+    """Gate a candidate against production (`reference`), or against the trivial baselines when there
+    is no production model yet (first promotion).
+
+    downstream: a (candidate, production) pair of DownstreamSample (either may be None), or a list of
+    such pairs, one per task. A task with one side only is not compared (a reason says so).
+    Raises UserError when the inputs are not on the same eval sequences / test examples."""
+    if reference is None and baselines is None:
+        return Decision(
+            False,
+            ["no production model and no baselines to beat: nothing to gate against"],
+            gate=gate.to_dict(),
+        )
+    reasons: list[str] = []
+    eps = gate.max_regression
+    secondary: list[dict] = []
+    if reference is not None:
+        _require_same_eval_set(candidate, reference.mlm_count, "production")
+        primary = _loss_check(candidate, reference.mlm_loss_sum, "production", gate.min_improvement)
+        info = [_accuracy_info(candidate, reference.mlm_correct, "production")]
+        if "sop_accuracy" in gate.secondary:
+            secondary.append(
+                _paired_regression(
+                    "sop_accuracy", candidate.sop_correct, reference.sop_correct, "production", eps
+                )
+            )
+    else:
+        assert baselines is not None
+        _require_same_eval_set(candidate, baselines.mlm_count, "the baselines")
+        # δ is a margin over production; against a trivial baseline "significantly better" is the bar.
+        primary = _loss_check(candidate, baselines.unigram_loss_sum, "baseline:unigram", 0.0)
+        info = [_accuracy_info(candidate, baselines.most_frequent_correct, "baseline:most_frequent")]
+        if "sop_accuracy" in gate.secondary:
+            secondary.append(
+                _paired_regression(
+                    "sop_accuracy",
+                    candidate.sop_correct,
+                    baselines.sop_majority_correct,
+                    "baseline:majority",
+                    eps,
+                )
+            )
+            secondary.append(
+                _chance_regression("sop_accuracy", candidate.sop_correct, baselines.sop_chance, eps)
+            )
+
+    pairs = _downstream_pairs(downstream)
+    if "downstream_accuracy" in gate.secondary:
+        secondary += _downstream_checks(pairs, eps, reasons)
+    elif any(c is not None or p is not None for c, p in pairs):
+        reasons.append("downstream_accuracy: not compared (not among the gate's secondary metrics)")
+
+    primary["ok"] = primary["p_value"] < gate.alpha
+    # The correction runs over the secondaries actually compared: that is the family whose any-false-
+    # veto rate we bound by α (a metric missing on one side is not a test and costs nothing).
+    adjusted = CORRECTIONS[gate.correction]([row["p_raw"] for row in secondary])
+    for row, p in zip(secondary, adjusted):
+        row["p_value"], row["ok"] = p, p >= gate.alpha
+    for row in info:
+        row["ok"] = None
+    checks = [primary, *secondary]
+    lines = [_primary_reason(primary, gate.alpha)]
+    lines += [_secondary_reason(r, gate.alpha, gate.correction, len(secondary), eps) for r in secondary]
+    return Decision(all(c["ok"] for c in checks), lines + reasons, checks, info, gate.to_dict())
+
+
+# ---------------------------------------------------------------------------------------- markdown
+
+
+def _cell(x: float | None, digits: int) -> str:
+    return "-" if x is None else f"{x:+.{digits}f}"
+
+
+def decision_table_markdown(decision: Decision | dict) -> str:
+    """The decision as a markdown table: every test with its estimate, 95% interval and p-value, then
+    the rule in one sentence and the reasons. Accepts a Decision or its to_dict()."""
+    d = decision.to_dict() if isinstance(decision, Decision) else decision
+    gate = d.get("gate") or {}
+    alpha = gate.get("alpha", 0.05)
+    lines = [
+        f"Gate: **{'pass' if d['promote'] else 'fail'}**",
+        "",
+        "| role | metric | candidate | reference | change (+ = candidate better) | 95% CI | p | threshold "
+        "| test | ok |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in [*d["checks"], *d.get("info", [])]:
+        digits = 4 if c["metric"] == PRIMARY else 3
+        metric = c["metric"] + (f" ({c['task']})" if c.get("task") else "")
+        p = format_p(c["p_value"])
+        if c["p_value"] != c.get("p_raw", c["p_value"]):
+            p += f" (raw {format_p(c['p_raw'])})"
+        lo, hi = c["ci95"]
+        ok = {True: "yes", False: "**NO**", None: "(info)"}[c["ok"]]
+        cells = [
+            c["role"],
+            metric,
+            f"{c['candidate']:.{digits}f}",
+            f"{c['reference']:.{digits}f} {_vs(c['reference_kind'])}",
+            f"{c['delta']:+.{digits}f}",
+            f"[{_cell(lo, digits)}, {_cell(hi, digits)}]",
+            p,
+            _cell(c["threshold"], digits),
+            c["test"],
+            ok,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    n_secondary = sum(c["role"] == "secondary" for c in d["checks"])
+    adjusted = f", p {gate.get('correction', 'bonferroni')}-adjusted over {n_secondary} secondaries"
+    rule = (
+        "Promote only if the MLM loss improves by more than its threshold significantly"
+        f" (one-sided p < {alpha:g})"
+        " and no secondary metric drops by more than its threshold significantly"
+        f" (one-sided{adjusted if n_secondary > 1 else ''})."
+    )
+    lines += ["", rule, "", "Reasons:", ""] + [f"- {r}" for r in d["reasons"]]
+    return "\n".join(lines)
