@@ -184,3 +184,56 @@ def test_resume_in_process_equals_uninterrupted(tmp_path, instances_dir, model_c
     a = ckpt.load(ckpt.latest(full)).model_tensors
     b = ckpt.load(ckpt.latest(part)).model_tensors
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_on_gcs_a_killed_run_resumes_from_the_bucket_to_identical_weights(
+    tmp_path, instances_dir, model_config_file, bucket
+):
+    """Instances streamed from gs://, checkpoints and logs written there; SIGKILL after step 6; the same
+    command resumes from the bucket's step-4 and ends bit-identical to an uninterrupted local run."""
+    from pipelines import storage
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
+    extra = ("--steps", "10", "--save-every", "4", "--num-workers", "1", "--set", "hidden_dropout_prob=0.1")
+    remote_instances = f"{bucket}/instances"
+    storage.put_dir(instances_dir, remote_instances)
+    ref_dir = str(tmp_path / "reference")
+    ref = _run_cli(cli_args(instances_dir, ref_dir, model_config_file, *extra), env)
+    assert ref.wait(300) == 0, ref.communicate()[0]
+
+    run = f"{bucket}/runs/killed"
+    args = cli_args(remote_instances, run, model_config_file, *extra)
+    proc = _run_cli(args, {**env, "ALBERT_TEST_SLEEP_AT_STEP": "6:120"})
+    seen = []
+    for line in proc.stdout:  # the progress lines; the run pauses after step 6
+        seen.append(line)
+        if "step 6/10" in line:
+            break
+    assert proc.poll() is None, "".join(seen)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert ckpt.list_steps(run) == [4]  # complete in the bucket; nothing after it
+
+    again = _run_cli(args, env)
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, out
+    assert "resumed from" in out and "step-4" in out
+    final = ckpt.latest(run)
+    assert final == f"{run}/checkpoints/step-10"
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        reference = open(os.path.join(ckpt.latest(ref_dir), name), "rb").read()
+        assert storage.read_bytes(f"{final}/{name}") == reference, name  # bit-exact
+    metrics = [json.loads(x) for x in storage.read_text(f"{run}/metrics.jsonl").splitlines()]
+    assert [m["step"] for m in metrics if m["kind"] == "train"] == [2, 4, 6, 8, 10]
+    assert storage.isfile(f"{run}/curves.png") and storage.listdir(f"{run}/tb")
+
+
+def test_on_gcs_a_step_folder_without_checksums_is_not_a_checkpoint(bucket):
+    run = f"{bucket}/run"
+    _fake_save(run, 1, value=1.0)
+    from pipelines import storage
+
+    storage.write_bytes(f"{run}/checkpoints/step-2/model.safetensors", b"half written")  # a writer died
+    assert ckpt.list_steps(run) == [1] and ckpt.latest(run) == f"{run}/checkpoints/step-1"
+    storage.remove(f"{run}/checkpoints/step-1/checksums.json")
+    assert ckpt.latest(run) is None
