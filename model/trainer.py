@@ -77,8 +77,9 @@ class TrainConfig:
     steps: int = 1000
     batch_size: int = 64
     """Global batch: sequences per optimizer step, over all ranks and accumulation micro-batches."""
-    micro_batch_size: int | None = None
-    """Sequences per rank per forward pass; default batch_size / world (no accumulation)."""
+    micro_batch_size: int | str | None = None
+    """Sequences per rank per forward pass; default batch_size / world (no accumulation); "auto": the
+    largest that the device's memory holds, by model/memory.py's estimate (CPU: no accumulation)."""
     optimizer: str = "lamb"
     lr: float = 1.76e-3
     warmup_steps: int = 100
@@ -275,13 +276,10 @@ class Trainer:
         self.dist = distx.init(self.device.type)
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
-        world = self.dist.world_size
-        micro = cfg.micro_batch_size or cfg.batch_size // world
-        if micro < 1 or cfg.batch_size % (micro * world):
-            raise UserError(
-                f"--batch-size {cfg.batch_size} must be a multiple of micro-batch {micro} x {world} ranks"
-            )
-        self.micro, self.accum = micro, cfg.batch_size // (micro * world)
+        if cfg.precision not in ("auto", "bf16", "fp32"):
+            raise UserError(f"unknown --precision {cfg.precision!r}")
+        bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and self.device.type == "cuda")
+        self.precision = "bf16" if bf16 else "fp32"
 
         self.train_data = find_instances(cfg.instances, "train")
         self.spm_path = _vocab_path(cfg, self.train_data.vocab_model)
@@ -296,6 +294,7 @@ class Trainer:
                 f"instances have length {self.train_data.max_seq_length} > max_position_embeddings "
                 f"{self.config.max_position_embeddings}"
             )
+        self.micro, self.accum, self.memory_note = self._micro_batch()
         try:
             self.eval_data = find_instances(cfg.instances, "eval") if storage.isdir(cfg.instances) else None
         except UserError:
@@ -321,14 +320,10 @@ class Trainer:
         self.forward = torch.compile(self.wrapped) if cfg.compile else self.wrapped
         self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.weight_decay)
         self.schedule = Schedule(cfg.lr, cfg.warmup_steps, cfg.steps)
-        bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and self.device.type == "cuda")
-        if cfg.precision not in ("auto", "bf16", "fp32"):
-            raise UserError(f"unknown --precision {cfg.precision!r}")
         dev_type = "cuda" if self.device.type == "cuda" else "cpu"
         self.autocast = (
             (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
         )
-        self.precision = "bf16" if bf16 else "fp32"
 
         self.step = 0
         self.counters = {"skipped_steps": 0, "tokens": 0, "sequences": 0, "train_seconds": 0.0}
@@ -339,6 +334,36 @@ class Trainer:
         self.files = storage.Mirror(cfg.out) if self.dist.is_main else None
         torch.manual_seed(cfg.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
         self._maybe_resume()
+
+    def _micro_batch(self) -> tuple[int, int, str | None]:
+        """(sequences per rank per forward pass, accumulation steps, memory note). "auto" sizes it from
+        the device's memory (model/memory.py); on a device of unknown memory (CPU) auto = no
+        accumulation, as without the option."""
+        cfg, world = self.cfg, self.dist.world_size
+        note = None
+        if cfg.micro_batch_size == "auto":
+            from model.memory import auto_micro_batch, describe, device_memory, estimate_memory
+
+            memory = device_memory(self.device)
+            shape = dict(
+                seq_len=self.train_data.max_seq_length, max_predictions=self.train_data.max_predictions
+            )
+            common = dict(optimizer=cfg.optimizer, precision=self.precision, parallel=cfg.parallel)
+            micro = auto_micro_batch(
+                self.config, **shape, batch_size=cfg.batch_size, world_size=world, device_memory_bytes=memory,
+                **common,
+            )  # fmt: skip
+            estimate = estimate_memory(self.config, **shape, micro_batch=micro, world_size=world, **common)
+            note = "--micro-batch-size auto: " + describe(estimate, cfg.batch_size // world, memory)
+        elif cfg.micro_batch_size is None or isinstance(cfg.micro_batch_size, int):
+            micro = cfg.micro_batch_size or cfg.batch_size // world
+        else:
+            raise UserError(f"--micro-batch-size must be a number or auto, not {cfg.micro_batch_size!r}")
+        if micro < 1 or cfg.batch_size % (micro * world):
+            raise UserError(
+                f"--batch-size {cfg.batch_size} must be a multiple of micro-batch {micro} x {world} ranks"
+            )
+        return micro, cfg.batch_size // (micro * world), note
 
     def _unigram_output_bias(self, max_records: int = 50_000) -> None:
         """predictions.bias = log p(label) over (a sample of) the train split, add-one smoothed. The same
@@ -536,6 +561,8 @@ class Trainer:
         log = MetricsLog(self.files, cfg.steps, self.step)
         if self.resumed_from:
             log.message(f"resumed from {self.resumed_from} (step {self.step})")
+        if self.memory_note:
+            log.message(self.memory_note)
         log.message(
             f"model {self.model.num_parameters():,} parameters (vocab {self.config.vocab_size}), "
             f"{self.dist.world_size} rank(s) x {self.accum} micro-batch(es) of {self.micro} = batch "

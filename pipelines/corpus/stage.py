@@ -66,16 +66,21 @@ def beam_flags(runner: str, extra: list[str], staging_dir: str | None = None) ->
 
         wheel = build_worker_wheel(staging_dir or tempfile.mkdtemp(prefix="albert-worker-"))
         flags += ["--extra_package", wheel]
-    check_beam_flags(flags)
+    check_runner_flags(runner, flags)
+    return flags
+
+
+def check_runner_flags(runner: str, flags: list[str]) -> None:
+    """Flags Beam knows, and what the runner needs before it can start (Beam validates Dataflow's only at
+    submission, after the inputs were hashed, or the corpus built: fail at once instead)."""
+    check_beam_flags([*flags, "--runner", runner])
     if runner == "DataflowRunner":
-        # Beam validates these only at submission, after the inputs were hashed; fail at once instead.
         from apache_beam.options.pipeline_options import GoogleCloudOptions
 
         gcp = PipelineOptions(flags).view_as(GoogleCloudOptions)
         missing = [f"--{name}" for name in ("project", "region", "temp_location") if not getattr(gcp, name)]
         if missing:
             raise UserError(f"DataflowRunner needs {' '.join(missing)} (see infra/dataflow/README.md)")
-    return flags
 
 
 # --- accounting -----------------------------------------------------------------------------------------

@@ -82,7 +82,10 @@ def _dep(doc, entrypoint_end: str, name: str) -> dict:
     "edit, message",
     [
         (lambda d: _dep(d, ":pretrain", "local")["parameters"].update(stepz=3), "no parameter"),
-        (lambda d: _dep(d, ":pretrain", "local")["parameters"].update(steps="many"), "does not fit"),
+        (
+            lambda d: _dep(d, ":pretrain", "local")["parameters"].update(steps="many"),
+            "steps=.many. is not valid",
+        ),
         (lambda d: _dep(d, ":repretrain", "weekly")["schedules"][0].update(cron="61 * * * *"), "bad cron"),
         (
             lambda d: _dep(d, ":train_vocab", "local").update(schedules=[{"cron": "0 1 * * *"}]),
@@ -181,6 +184,16 @@ def test_compose_file_runs_prefect_on_postgres_and_a_worker():
         os.path.join(INFRA, worker["build"]["context"], worker["build"]["dockerfile"])
     )
     assert os.path.exists(dockerfile)
+    # No open door: the API requires an auth string, and neither it nor the database password has a
+    # default (compose's ${VAR:?message} refuses to start without them).
+    server_env, worker_env = services["prefect-server"]["environment"], worker["environment"]
+    assert server_env["PREFECT_SERVER_API_AUTH_STRING"].startswith("${PREFECT_SERVER_API_AUTH_STRING:?")
+    assert worker_env["PREFECT_API_AUTH_STRING"].startswith("${PREFECT_SERVER_API_AUTH_STRING:?")
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    text = open(os.path.join(INFRA, "docker-compose.yaml"), encoding="utf-8").read()
+    assert re.findall(r"\$\{[A-Z_]+:-", text) == []  # no ${VAR:-default} anywhere
+    assert ":prefect@" not in url and services["prefect-server"]["ports"] == ["127.0.0.1:4200:4200"]
+    assert worker_env["PREFECT_RESULTS_DEFAULT_SERIALIZER"] == "json"
     prefect_image = services["prefect-server"]["image"]
     import prefect
 

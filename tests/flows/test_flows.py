@@ -281,8 +281,22 @@ def test_pretraining_is_handed_to_a_gpu_deployment(chain, monkeypatch):
         )
         return _FakeRun(ok=True)
 
-    monkeypatch.setattr(prefect.deployments, "run_deployment", fake_run_deployment)
     inst = chain["result"]["instances"]["dir"]
+    # A deployment the server does not know: refused before anything runs.
+    with pytest.raises(UserError, match="pretrain/not-registered is not registered"):
+        pretrain(
+            instances_dir=inst,
+            storage_root=chain["root"],
+            steps=99,
+            backend="deployment",
+            deployment="pretrain/not-registered",
+        )
+    assert not sent
+
+    import flows.preflight
+
+    monkeypatch.setattr(flows.preflight, "deployment_problem", lambda name: None)  # as if deployed
+    monkeypatch.setattr(prefect.deployments, "run_deployment", fake_run_deployment)
     result = pretrain(
         instances_dir=inst,
         storage_root=chain["root"],

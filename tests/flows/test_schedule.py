@@ -226,3 +226,30 @@ def test_local_server_startup_failure_is_one_line_and_temporary_home_is_removed(
     message = str(err.value)
     assert "did not answer" in message and "\n" not in message and log in message
     assert os.listdir(scratch) == []
+
+
+def test_an_api_auth_string_closes_the_server_to_clients_without_it():
+    """What infra/docker-compose.yaml sets: PREFECT_SERVER_API_AUTH_STRING on the server; a client must
+    send it (PREFECT_API_AUTH_STRING, HTTP basic auth). Health probes stay open."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    secret = "admin:not-a-default-0123"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def post(url: str, auth: str | None) -> int:
+        request = urllib.request.Request(url, data=b"{}", headers={"Content-Type": "application/json"})
+        if auth:
+            request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+        try:
+            with opener.open(request, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    with local_server(env={"PREFECT_SERVER_API_AUTH_STRING": secret}) as url:
+        assert healthy(url)
+        assert post(f"{url}/flows/filter", None) == 401
+        assert post(f"{url}/flows/filter", "admin:wrong") == 401
+        assert post(f"{url}/flows/filter", secret) == 200

@@ -218,3 +218,22 @@ def test_a_run_folder_stands_for_its_newest_checkpoint(tmp_path, instances_dir, 
     assert albert(["evaluate", "--checkpoint", out, "--instances", instances_dir, "--out", report,
                    "--max-batches", "1"]) == 0  # fmt: skip
     assert json.load(open(report))["checkpoint"] == summary["checkpoint"]
+
+
+def test_micro_batch_auto_follows_the_device_memory(tmp_path, instances_dir, model_config_file, monkeypatch):
+    """CPU (memory unknown): auto = no accumulation, as before. A device whose memory holds 2.5 sequences
+    beside the fixed part: 2 per forward pass, 4 accumulation steps for a batch of 8."""
+    import model.memory as memory
+    from model.trainer import Trainer
+
+    cfg = train_config(instances_dir, str(tmp_path / "cpu"), model_config_file, micro_batch_size="auto")
+    cpu = Trainer(cfg)
+    assert (cpu.micro, cpu.accum) == (8, 1) and "unknown device memory" in cpu.memory_note
+
+    one = memory.estimate_memory(cpu.config, 64, 10, 1, precision="fp32")
+    fits = (2 * memory.GiB + one.fixed + 2.5 * one.per_sequence) / 0.85
+    monkeypatch.setattr(memory, "device_memory", lambda device: int(fits))
+    cfg = train_config(instances_dir, str(tmp_path / "small"), model_config_file, micro_batch_size="auto")
+    small = Trainer(cfg)
+    assert (small.micro, small.accum) == (2, 4)
+    assert "micro-batch 2 of 8 per rank (4 accumulation steps)" in small.memory_note
