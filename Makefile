@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 OUT ?= out
 
-.PHONY: setup demo test test-all bench lint format clean
+.PHONY: setup demo rehearse test test-all bench lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ setup: $(STAMP)
 
 demo: setup
 	$(VENV)/bin/albert demo --out $(OUT)/demo
+
+rehearse: setup
+	$(VENV)/bin/albert rehearse
 
 test: setup
 	$(PY) -m pytest -q

@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("flows.demo", "the whole chain on the bundled sample, through Prefect, on CPU"),
     "deploy": ("flows.deploy", "register the Prefect deployments and work pools of infra/prefect.yaml"),
     "serve": ("flows.deploy", "run the local deployments with prefect serve (trigger them from the UI)"),
+    "rehearse": (
+        "flows.rehearse",
+        "the weekly production run, here: GCS emulator, Prefect server, Beam and torchrun stand-ins",
+    ),
 }
 
 

@@ -84,10 +84,17 @@ class Spec:
 def load_file(path: str = DEFAULT_FILE) -> dict:
     import yaml
 
-    if not os.path.exists(path):
+    from pipelines import storage
+
+    if not storage.isfile(path):
         raise UserError(f"{path} not found (pass --prefect-file)")
-    with open(path, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    try:
+        doc = yaml.safe_load(storage.read_text(path))
+    except yaml.YAMLError as err:
+        raise UserError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"{path} is not a prefect.yaml (expected a mapping with deployments)")
+    return doc
 
 
 def load_flow(entrypoint: str):
@@ -244,8 +251,9 @@ def base_job_template(pool: dict, infra_dir: str) -> dict:
     """The pool's base job template: its own file, or Prefect's default for the pool type (read from
     the metadata Prefect ships, so it works offline)."""
     if pool.get("base_job_template"):
-        with open(os.path.join(infra_dir, pool["base_job_template"]), encoding="utf-8") as f:
-            return json.load(f)
+        from pipelines import storage
+
+        return storage.read_json(storage.join(infra_dir, pool["base_job_template"]))
     if pool["type"] == "process":
         from prefect.workers.process import ProcessWorker
 

@@ -10,9 +10,10 @@ A checkpoint folder holds
                                                data position, Python and NumPy RNG state
     checksums.json                             sha256 of every file above, written LAST
 
-Locally it is written into a hidden temporary folder next to its final place and renamed when
-complete. On an object store (gs://, s3://) there is no folder rename: the files are written in place
-and checksums.json last, and a folder without checksums.json is never taken for a checkpoint. `latest` returns the newest folder whose checksums verify; a corrupt or partial one
+It is written with pipelines.storage.write_folder: locally into a hidden temporary folder next to its
+final place, renamed when complete; on an object store (gs://, s3://), which has no folder rename, the
+files in place and checksums.json last. A folder without checksums.json is never taken for a
+checkpoint. `latest` returns the newest folder whose checksums verify; a corrupt or partial one
 is reported and skipped. The last `keep` checkpoints are kept.
 
 Model and optimizer state are gathered as full (unsharded) state dicts with
@@ -25,10 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import shutil
-import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,24 +207,7 @@ def save(
     checksums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
     summary = (json.dumps({"step": step, "files": checksums}, indent=1) + "\n").encode()
     final = step_dir(run_dir, step)
-    if storage.is_url(run_dir):
-        # An object store has no folder rename: write the files in place, checksums.json LAST. Until
-        # it exists the folder is not a checkpoint (list_steps, latest), so a reader never sees a part.
-        storage.remove(final, recursive=True)  # a leftover of an earlier attempt at the same step
-        for name, data in files.items():
-            storage.write_bytes(storage.join(final, name), data)
-        storage.write_bytes(storage.join(final, CHECKSUMS), summary)
-    else:
-        root = storage.local_path(checkpoints_dir(run_dir))
-        tmp = os.path.join(root, f".step-{step}.tmp-{uuid.uuid4().hex[:8]}")
-        os.makedirs(tmp)
-        for name, data in {**files, CHECKSUMS: summary}.items():
-            with open(os.path.join(tmp, name), "wb") as f:
-                f.write(data)
-        final = storage.local_path(final)
-        if os.path.exists(final):  # a leftover of an earlier attempt at the same step
-            shutil.rmtree(final)
-        os.replace(tmp, final)  # atomic: the folder appears complete or not at all
+    storage.write_folder(final, {**files, CHECKSUMS: summary}, marker=CHECKSUMS)
     prune(run_dir, keep)
     return final
 

@@ -1,4 +1,4 @@
-"""`manifest.json`: the last file every stage writes into its output folder (docs/architecture.md, data contracts).
+"""`manifest.json`: the last file every stage writes into its output folder (the data contract).
 
 A folder without a manifest is incomplete and is never read by the next stage. The manifest records the
 inputs (paths and content hashes), the options, the seed, the code version, the counts, and the hashes

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import glob as _glob
 import hashlib
+import io
 import json
 import os
 import posixpath
@@ -187,11 +188,13 @@ def match(pattern: str) -> list[tuple[str, int]]:
 
 
 def open_read(path: str) -> IO[bytes]:
-    """A seekable binary reader of the raw bytes (compressed files are NOT decompressed)."""
+    """A seekable binary reader of the raw bytes (compressed files are NOT decompressed), with the
+    full io.BufferedReader interface (fsspec's own files lack readline(size), which readers bound lines
+    with)."""
     if not is_url(path):
         return open(local_path(path), "rb")
     fs, p = filesystem(path)
-    return fs.open(p, "rb")
+    return io.BufferedReader(fs.open(p, "rb"), buffer_size=1 << 20)
 
 
 def read_bytes(path: str) -> bytes:
@@ -292,6 +295,35 @@ def append_text(path: str, text: str) -> None:
         return
     old = read_bytes(path) if exists(path) else b""
     write_bytes(path, old + text.encode("utf-8"))
+
+
+def write_folder(path: str, files: dict[str, bytes], marker: str) -> None:
+    """Write a folder of files that must appear complete or not at all (a checkpoint); `marker` (one of
+    `files`) is what readers take as "complete". Locally: a hidden temporary folder beside it, renamed
+    into place (atomic). On an object store there is no folder rename: the files are written in place
+    and the marker LAST, after removing whatever an earlier attempt left there."""
+    ordered = {name: data for name, data in files.items() if name != marker}
+    ordered[marker] = files[marker]
+    if is_url(path):
+        remove(path, recursive=True)
+        for name, data in ordered.items():
+            write_bytes(join(path, name), data)
+        return
+    final = os.path.abspath(local_path(path))
+    parent = os.path.dirname(final)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
+    os.makedirs(tmp)
+    try:
+        for name, data in ordered.items():
+            with open(os.path.join(tmp, name), "xb") as f:
+                f.write(data)
+        if os.path.exists(final):  # a leftover of an earlier attempt
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
 
 
 def remove(path: str, recursive: bool = False) -> None:

@@ -266,3 +266,30 @@ def test_vocab_matters(tmp_path):
 
     with pytest.raises(UserError, match="word_embeddings has shape"):
         import_tf_checkpoint(tmp_path / "model.ckpt", tmp_path / "albert_config.json", tmp_path / "out")
+
+
+def test_export_and_import_through_a_bucket(tmp_path, bucket):
+    """Checkpoint folders, TF checkpoints and transformers exports on gs://: written locally and
+    uploaded, downloaded and read; the round trip computes the same function."""
+    from model.albert import AlbertForPreTraining
+    from model.convert import export_hf, save_pretrained
+    from model.convert_tf import export_tf, import_tf_checkpoint
+    from pipelines import storage
+
+    config = tiny_config()
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(config).eval()
+    save_pretrained(model, f"{bucket}/ckpt")
+    export_tf(f"{bucket}/ckpt", f"{bucket}/tf")
+    assert {"checkpoint", "albert_config.json", "model.ckpt.index"} <= set(storage.listdir(f"{bucket}/tf"))
+    back = import_tf_checkpoint(
+        f"{bucket}/tf/model.ckpt", f"{bucket}/tf/albert_config.json", f"{bucket}/back"
+    )
+    export_hf(back, f"{bucket}/hf")
+    assert {"config.json", "model.safetensors"} <= set(storage.listdir(f"{bucket}/hf"))
+    batch = toy_batch()
+    with torch.no_grad():
+        for path in (back, f"{bucket}/hf"):
+            torch.testing.assert_close(
+                load_pretrained(path).eval()(**batch).mlm_logits, model(**batch).mlm_logits
+            )
