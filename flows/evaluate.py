@@ -35,7 +35,8 @@ DEFAULT_ROOT = "out/factory"
     "evaluate-checkpoint",
     backoff_factor=10,
     retries=2,
-    cache_policy=INPUTS + TASK_SOURCE,
+    cache_policy=(INPUTS - "checkpoint")
+    + TASK_SOURCE,  # the weights hash, not the folder: a registry copy hits
     persist_result=True,
 )
 def evaluate_checkpoint(

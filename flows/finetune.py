@@ -29,7 +29,8 @@ def finetune_available() -> bool:
     "finetune-checkpoint",
     backoff_factor=10,
     retries=1,
-    cache_policy=INPUTS + TASK_SOURCE,
+    cache_policy=(INPUTS - "checkpoint")
+    + TASK_SOURCE,  # the weights hash, not the folder: a registry copy hits
     persist_result=True,
 )
 def finetune_checkpoint(

@@ -209,7 +209,8 @@ def run_corpus(
     stats = stats_from_counters(counters_from_result(result))
     summaries = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
     written = _counts_from_summaries(summaries)
-    stats["seconds"] = round(seconds, 3)
+    # stats.json holds only what the inputs determine (its hash keys the downstream stages); the
+    # run time goes to the manifest.
     storage.write_json(storage.join(out_dir, STATS), stats)
     # The counters and the files written must tell the same story, and nothing may go missing.
     kept_written = sum(v for k, v in written.items() if k.startswith("kept/"))
@@ -231,6 +232,7 @@ def run_corpus(
         config=config,
         seed=opts.minhash_seed,
         runner={"runner": runner, "flags": [f for f in flags if not f.startswith("--extra_package")]},
+        seconds=round(seconds, 3),
         counts={
             "read": stats["read"],
             "kept": stats["kept"],

@@ -126,6 +126,14 @@ def test_rerun_is_deterministic_and_skips_finished_work(corpus, corpus_inputs, t
         for a, b in zip(first, second):
             assert open(a, "rb").read() == open(b, "rb").read(), a
     manifest = open(os.path.join(again, "manifest.json")).read()
+    # stats.json too (its hash keys the vocabulary and instances built on this corpus): no run time in it
+    assert (
+        open(os.path.join(corpus, "stats.json"), "rb").read()
+        == open(os.path.join(again, "stats.json"), "rb").read()
+    )
+    assert (
+        json.loads(manifest)["outputs"] == json.load(open(os.path.join(corpus, "manifest.json")))["outputs"]
+    )
     # same inputs and options: nothing is redone
     assert _albert_corpus(corpus_inputs["specs"], again, "--direct_running_mode", "in_memory") == 0
     assert open(os.path.join(again, "manifest.json")).read() == manifest
