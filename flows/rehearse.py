@@ -119,6 +119,16 @@ def weekly_parameters(storage_root: str, dumps: str) -> tuple[dict, list[str]]:
     return params, list(params.get("beam_args") or [])
 
 
+def flow_defaults() -> dict:
+    """repretrain's own defaults (what the schedule leaves unset)."""
+    import inspect
+
+    from flows.repretrain import repretrain
+
+    sig = inspect.signature(repretrain.fn)
+    return {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+
+
 def dataflow_flags(beam_args: list[str]) -> list[str]:
     """What the corpus stage would hand Beam for Dataflow (the worker wheel staged as --extra_package
     unless the schedule names an image)."""
@@ -130,6 +140,10 @@ def dataflow_flags(beam_args: list[str]) -> list[str]:
 
 # ----------------------------------------------------------------------------------------- serving
 
+
+# Lines of the worker's output that tell a reader nothing (Beam's local workers echo their start-up
+# warnings; Prefect links every run to a UI nobody is looking at here).
+NOISE = ("local_job_service - Worker: severity: WARN", " - View at http", "Downloading flow code from storage")
 
 SERVE = """
 import prefect
@@ -156,10 +170,13 @@ def serving(env: dict, log) -> Iterator[subprocess.Popen]:
         start_new_session=True,
     )
 
+    stopping = threading.Event()  # the worker's shutdown chatter is not part of the runs' story
+
     def pump():
         assert proc.stdout is not None
         for line in proc.stdout:
-            log(line.rstrip("\n"))
+            if not stopping.is_set() and not any(noise in line for noise in NOISE):
+                log(line.rstrip("\n"))
 
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()
@@ -168,6 +185,7 @@ def serving(env: dict, log) -> Iterator[subprocess.Popen]:
     finally:
         from flows.server import stop_process_group
 
+        stopping.set()
         stop_process_group(proc)
         thread.join(10)
 
@@ -236,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
 
         production, beam_args = weekly_parameters(root, dumps)
         section("What production runs, and what stands in for it here")
+        production = {**flow_defaults(), **production}
         rehearsal = dict(production)
         width = max(len(k) for k in STAND_INS)
         for key, (value, why) in STAND_INS.items():
@@ -264,10 +283,11 @@ def run(args: argparse.Namespace) -> int:
                 "PREFECT_RUNNER_POLL_FREQUENCY": "2",
                 "STORAGE_EMULATOR_HOST": gcs,
             }
-            for k in ("PREFECT_API_URL", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
-                os.environ[k] = env[k]
+            from prefect.settings import PREFECT_API_URL, PREFECT_LOCAL_STORAGE_PATH, temporary_settings
+
             say(f"server    {api}")
-            with serving(env, lambda line: say("  | " + line)) as proc:
+            settings = {PREFECT_API_URL: api, PREFECT_LOCAL_STORAGE_PATH: env["PREFECT_LOCAL_STORAGE_PATH"]}
+            with temporary_settings(settings), serving(env, lambda line: say("  | " + line)) as proc:
                 wait_for_deployments([f"repretrain/{WEEKLY_STAND_IN}", f"pretrain/{GPU_STAND_IN}"], proc)
                 say(f"serving   repretrain/{WEEKLY_STAND_IN} (the weekly flow) and pretrain/{GPU_STAND_IN} "
                     "(the GPU job's stand-in)")  # fmt: skip
