@@ -143,7 +143,11 @@ def dataflow_flags(beam_args: list[str]) -> list[str]:
 
 # Lines of the worker's output that tell a reader nothing (Beam's local workers echo their start-up
 # warnings; Prefect links every run to a UI nobody is looking at here).
-NOISE = ("local_job_service - Worker: severity: WARN", " - View at http", "Downloading flow code from storage")
+NOISE = (
+    "local_job_service - Worker: severity: WARN",
+    " - View at http",
+    "Downloading flow code from storage",
+)
 
 SERVE = """
 import prefect
