@@ -19,7 +19,7 @@ import argparse
 import importlib
 import sys
 
-from pipelines.errors import UserError
+from pipelines.errors import StageFailed, UserError
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(rest)  # argparse prints a one-line error and exits 2 on bad arguments
     try:
         code = module.run(args)
+    except StageFailed as err:
+        print(f"albert {name}: failed: {err}", file=sys.stderr)
+        return 1
     except UserError as err:
         print(f"albert {name}: error: {err}", file=sys.stderr)
         return 2

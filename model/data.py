@@ -34,6 +34,8 @@ records. That keeps the global batch invariant; the framing costs ~1 µs per rec
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -451,6 +453,14 @@ class InstanceFiles:
     """spm.model of the vocabulary the instances were built with (from manifest.json), if known."""
     num_records: int | None = None
     """Instances in the split, from the manifest (None for foreign files)."""
+    vocab_sha256: str | None = None
+    """sha256 of that spm.model when the instances were built (manifest.json; None for foreign files)."""
+    content_id: str = ""
+    """Identity of the data: for our folders a hash of the output hashes in manifest.json (instances
+    rebuilt in place with another seed get another id); for foreign files a hash of their names and
+    sizes. A resumed run must see the same id."""
+    source: str = ""
+    """The path the user gave (a folder, a glob, a file)."""
 
     @property
     def lengths(self) -> dict[str, int]:
@@ -488,7 +498,7 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
     if first is None:
         raise UserError(f"the {split} files under {path} hold no records")
     L, P = infer_lengths(first)
-    vocab = n = None
+    vocab = n = vocab_sha = None
     if manifest is not None:
         cfg = manifest.get("config", {})
         mL = cfg.get("packing", {}).get("max_seq_length")
@@ -496,8 +506,34 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
         if (mL, mP) != (L, P) and mL is not None:
             raise UserError(f"{path}: records have L={L}, P={P} but manifest.json says L={mL}, P={mP}")
         vocab = (manifest.get("vocab") or {}).get("path")
+        vocab_sha = (manifest.get("vocab") or {}).get("sha256")
         n = ((manifest.get("summary") or {}).get(split) or {}).get("instances")
-    return InstanceFiles(tuple(files), L, P, vocab, n)
+        identity = json.dumps(manifest.get("outputs"), sort_keys=True)
+    else:
+        identity = json.dumps([[storage.basename(p), storage.size(p)] for p in files])
+    content_id = hashlib.sha256(identity.encode()).hexdigest()
+    return InstanceFiles(tuple(files), L, P, vocab, n, vocab_sha, content_id, path)
+
+
+def check_vocab(data: InstanceFiles, spm_path: str | None, what: str) -> None:
+    """Refuse a vocabulary other than the one the instances were built with (manifest.json records its
+    sha256). `what` names where `spm_path` comes from ("--vocab", "the checkpoint's spm.model", ...).
+    Foreign TFRecords record no vocabulary: nothing to compare."""
+    if data.vocab_sha256 is None:
+        return
+    if spm_path is None:
+        raise UserError(
+            f"{what} has no spm.model, so it cannot be checked against the vocabulary of {data.source}"
+        )
+    if not storage.isfile(spm_path):
+        raise UserError(f"vocabulary not found: {spm_path}")
+    digest = storage.sha256(spm_path)
+    if digest != data.vocab_sha256:
+        raise UserError(
+            f"{what} ({spm_path}, sha256 {digest[:12]}) is not the vocabulary {data.source} was built "
+            f"with (sha256 {data.vocab_sha256[:12]} in its manifest.json); use that vocabulary, or "
+            f"rebuild the instances with this one"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -6,3 +6,8 @@ class UserError(Exception):
 
     The `albert` command prints it as one line (no traceback) and exits with code 2.
     """
+
+
+class StageFailed(UserError):
+    """A stage that ran and must not produce an output: its accounting does not balance, too much of
+    its input went to the dead letter, its input was empty. One line, exit code 1, no manifest."""
