@@ -68,7 +68,12 @@ def corpus_key(sources: list[str], options: dict[str, Any]) -> tuple[str, dict]:
 
 @stage_task("corpus-stage", backoff_factor=30)
 def run_corpus_stage(
-    sources: list[str], out_dir: str, options: dict[str, Any], runner: str, beam_args: list[str]
+    sources: list[str],
+    out_dir: str,
+    options: dict[str, Any],
+    runner: str,
+    beam_args: list[str],
+    max_dead_letter_fraction: float = 0.01,
 ) -> dict:
     from pipelines.corpus.options import CorpusOptions
     from pipelines.corpus.stage import run_corpus
@@ -80,6 +85,7 @@ def run_corpus_stage(
         runner=runner,
         extra_beam_flags=list(beam_args),
         force=True,
+        max_dead_letter_fraction=max_dead_letter_fraction,
     )
 
 
@@ -114,11 +120,14 @@ def build_corpus(
     options: dict[str, Any] = {},  # noqa: B006
     newest_only: bool = False,
     timeout_minutes: float = 24 * 60,
+    max_dead_letter_fraction: float = 0.01,
 ) -> dict:
     """Build (or reuse) the corpus of `sources` (KIND:PATH, see `albert corpus --help`).
 
     options: CorpusOptions overrides, e.g. {"min_chars": 100}. newest_only: per glob, only the newest
-    file. Returns {"dir", "key", "reused", "counts"}."""
+    file. max_dead_letter_fraction: past this share of dead letters the stage fails (it decides
+    whether the corpus is published, not what it holds: not part of the key).
+    Returns {"dir", "key", "reused", "counts"}."""
     log = logger()
     if newest_only:
         sources = newest_sources(sources)
@@ -130,7 +139,7 @@ def build_corpus(
     else:
         log.info("building corpus %s from %s on %s", out, sources, runner)
         run_corpus_stage.with_options(timeout_seconds=timeout_minutes * 60)(
-            sources, out, opts, runner, beam_args
+            sources, out, opts, runner, beam_args, max_dead_letter_fraction
         )
     manifest = read_manifest(out)
     corpus_stats_artifact(out)

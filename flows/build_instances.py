@@ -78,8 +78,11 @@ def build_instances(
     runner: Runner = "DirectRunner",
     beam_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
     timeout_minutes: float = 24 * 60,
+    max_dead_letter_fraction: float = 0.01,
 ) -> dict:
-    """Build (or reuse) the pretraining instances. Returns {"dir", "key", "reused", "summary"}."""
+    """Build (or reuse) the pretraining instances. Returns {"dir", "key", "reused", "summary"}.
+    max_dead_letter_fraction: past this share of malformed documents the stage fails (not part of
+    the key: it decides whether the instances are published, not what they hold)."""
     options = {
         "max_seq_length": max_seq_length,
         "max_predictions": max_predictions,
@@ -98,6 +101,7 @@ def build_instances(
         logger().info("instances %s are up to date: reusing them", out)
     else:
         argv = ["--corpus", corpus_dir, "--vocab", vocab_dir, "--out", out, "--runner", runner]
+        argv += ["--max-dead-letter-fraction", str(max_dead_letter_fraction)]
         for name, value in options.items():
             argv += ["--" + name.replace("_", "-"), str(value)]
         run_instances_stage.with_options(timeout_seconds=timeout_minutes * 60)(argv + list(beam_args))

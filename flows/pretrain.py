@@ -65,9 +65,9 @@ RUN_ONLY = {"save_every", "log_every", "eval_every", "device"}
 OPTIONAL_DEFAULTS = {"micro_batch_size": None, "precision": "auto"}
 RUN_ONLY_FLAGS = {
     "--device", "--compile", "--parallel", "--num-workers", "--save-every", "--keep-last", "--log-every",
-    "--eval-every", "--eval-batches", "--max-minutes", "--inject-nan-steps", "--sleep-at-step",
+    "--eval-every", "--eval-batches", "--max-minutes", "--inject-nan-steps", "--sleep-at-step", "--force",
 }  # fmt: skip
-VALUELESS_FLAGS = {"--compile"}
+VALUELESS_FLAGS = {"--compile", "--force"}
 
 
 def key_args(extra_args: list[str]) -> list[str]:

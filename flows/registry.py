@@ -7,7 +7,14 @@ Layout under a registry root (a local folder, gs://bucket/prefix or any fsspec U
     <root>/<model>/v<N>/           immutable: model.safetensors, config.json, spm.model, metrics.json,
                                    lineage.json (written LAST: a version without it is incomplete)
     <root>/<model>/production.json the pointer: {"version": "v3", "previous": ["v1", "v2"], ...}
-    <root>/<model>/promotions.jsonl append-only log of every decision (promote, reject, conflict, rollback)
+    <root>/<model>/promotions.jsonl append-only log of every decision (promote, reject, conflict, rollback,
+                                   set-production)
+
+Trust. Nothing is made production without being checked first: a version is complete when its
+lineage.json parses and every file it lists has the sha256 recorded there (`check_version`), so a pruned
+folder, a torn copy or a flipped bit is refused by promote, rollback and --set-production alike. A
+damaged production.json is never guessed at: every reader gets one line naming the file and the
+repair (`albert promote --set-production VERSION`, which rewrites the pointer to a verified version).
 
 Concurrency. A version number is claimed by creating `v<N>/.claim` exclusively, so two registrations
 never share a folder. The pointer moves by compare-and-swap on the content the promoter read before it
@@ -53,21 +60,37 @@ DEFAULT_MODEL = "albert"
 PACKAGES = ("albert-factory", "torch", "apache-beam", "prefect", "sentencepiece", "safetensors", "numpy")
 
 _VERSION = re.compile(r"^v(\d+)$")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+MODEL_NAME_RULE = "use letters, digits, '.', '_' or '-'"
 
 
 class PromotionConflict(Exception):
     """The pointer changed between the read that a promotion was based on and its write."""
 
 
+class BrokenVersion(UserError):
+    """A registry version that is missing, incomplete, or whose files fail their sha256."""
+
+
 # --------------------------------------------------------------------------------------------- stores
 # A store reads and writes whole small objects under one root, with a compare-and-swap primitive:
 #   read(path)                 -> (bytes or None, token)   token identifies the version read
 #   write_if(path, data, token) -> bool                    False when the object is no longer that version
+#   sha256(path) -> str | None                             None when the object does not exist
 # token None means "the object does not exist" (write_if then creates it exclusively).
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _appended(data: bytes | None, line: str) -> bytes:
+    """`data` with `line` appended; a torn last line (no newline: a writer died) stays a line of its
+    own instead of swallowing the new entry."""
+    data = data or b""
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    return data + (line.rstrip("\n") + "\n").encode("utf-8")
 
 
 class LocalStore:
@@ -85,12 +108,13 @@ class LocalStore:
     def _locked(self, path: str) -> Iterator[None]:
         # One lock for the whole store: registry writes are few and tiny, and version folders stay clean.
         os.makedirs(os.path.dirname(self.url(path)), exist_ok=True)
-        with open(os.path.join(self.root, ".lock"), "a") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        # Read-only is enough for flock: a teammate who cannot write .lock (another owner) still locks.
+        fd = os.open(os.path.join(self.root, ".lock"), os.O_RDONLY | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     def _read(self, path: str) -> bytes | None:
         try:
@@ -122,8 +146,12 @@ class LocalStore:
         return True
 
     def append_line(self, path: str, line: str) -> None:
-        with self._locked(path), open(self.url(path), "a", encoding="utf-8") as f:
-            f.write(line.rstrip("\n") + "\n")
+        with self._locked(path), open(self.url(path), "a+b") as f:
+            tail = b""
+            if end := f.seek(0, os.SEEK_END):
+                f.seek(end - 1)
+                tail = f.read(1)
+            f.write(_appended(tail, line)[len(tail) :])  # mode "a": writes always go to the end
             f.flush()
             os.fsync(f.fileno())
 
@@ -132,6 +160,9 @@ class LocalStore:
 
     def exists(self, path: str) -> bool:
         return storage.exists(self.url(path))
+
+    def sha256(self, path: str) -> str | None:
+        return storage.sha256(self.url(path)) if storage.isfile(self.url(path)) else None
 
     def list_dirs(self, path: str) -> list[str]:
         return storage.subdirs(self.url(path))
@@ -180,7 +211,7 @@ class GCSStore:
         # GCS objects are immutable: append = rewrite under a generation precondition, retried.
         for _ in range(attempts):
             data, token = self.read(path)
-            if self.write_if(path, (data or b"") + (line.rstrip("\n") + "\n").encode(), token):
+            if self.write_if(path, _appended(data, line), token):
                 return
         raise PromotionConflict(f"could not append to {self.url(path)} after {attempts} attempts")
 
@@ -193,6 +224,11 @@ class GCSStore:
 
     def exists(self, path: str) -> bool:
         return self.bucket.blob(self._name(path)).exists()
+
+    def sha256(self, path: str) -> str | None:
+        blob = self.bucket.get_blob(self._name(path))
+        # Through this client (not gcsfs), in memory: a model file is a few hundred MB at most.
+        return None if blob is None else _sha(blob.download_as_bytes(if_generation_match=blob.generation))
 
     def list_dirs(self, path: str) -> list[str]:
         prefix = self._name(path).rstrip("/") + "/"
@@ -237,13 +273,16 @@ class FsspecStore:
     def append_line(self, path: str, line: str) -> None:
         with self._lock:
             data, _ = self.read(path)
-            self.fs.pipe_file(self._p(path), (data or b"") + (line.rstrip("\n") + "\n").encode())
+            self.fs.pipe_file(self._p(path), _appended(data, line))
 
     def put_file(self, src: str, path: str) -> None:
         storage.copy(src, self.url(path))
 
     def exists(self, path: str) -> bool:
         return self.fs.exists(self._p(path))
+
+    def sha256(self, path: str) -> str | None:
+        return _sha(self.fs.cat_file(self._p(path))) if self.fs.isfile(self._p(path)) else None
 
     def list_dirs(self, path: str) -> list[str]:
         p = self._p(path)
@@ -275,12 +314,24 @@ def _dumps(obj) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
 
 
+def _pointer_problem(pointer: Any) -> str | None:
+    """What is wrong with a parsed production.json, or None."""
+    if not isinstance(pointer, dict):
+        return "is not a JSON object"
+    if not isinstance(pointer.get("version"), str) or not _VERSION.match(pointer["version"]):
+        return 'has no valid "version" (v<N>)'
+    previous = pointer.get("previous", [])
+    if not isinstance(previous, list) or not all(isinstance(v, str) and _VERSION.match(v) for v in previous):
+        return 'has an invalid "previous" list (of v<N>)'
+    return None
+
+
 class Registry:
     """Versions, the production pointer and the promotions log of one model under a registry root."""
 
     def __init__(self, root: str, model: str = DEFAULT_MODEL, store=None):
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", model):
-            raise UserError(f"model name {model!r}: use letters, digits, '.', '_' or '-'")
+        if not MODEL_NAME.fullmatch(model):
+            raise UserError(f"model name {model!r}: {MODEL_NAME_RULE}")
         self.root, self.model = root, model
         self.store = store if store is not None else open_store(root)
 
@@ -290,6 +341,38 @@ class Registry:
     def url(self, *parts: str) -> str:
         return self.store.url(self._p(*parts))
 
+    def check_writable(self, what: str = "registry") -> None:
+        """Refuse a root that cannot hold a registry (a file, unwritable, another stage's output folder)
+        before anything is read or written. `what`: how the caller names the root (e.g. "--registry")."""
+        from pipelines import outdir
+
+        storage.check_writable_folder(self.root, what)
+        stage = outdir.owner(self.root)
+        if stage:
+            raise UserError(
+                f"{what} {self.root} holds the output of `albert {stage}`; give the registry a folder of its own"
+            )
+        if storage.isfile(storage.join(self.root, self.model)):
+            raise UserError(
+                f"{what} {self.root}: {self.model} there is a file, not the folder of model {self.model}"
+            )
+
+    def command(self, *args: str) -> str:
+        """The `albert promote` command line that acts on this registry (for messages)."""
+        model = [] if self.model == DEFAULT_MODEL else ["--model", self.model]
+        return "`" + " ".join(["albert promote", "--registry", self.root, *model, *args]) + "`"
+
+    def repair_hint(self) -> str:
+        """How to point production at a good version again: only the pointer ever needs repair, since
+        versions are immutable."""
+        registered = self.versions()
+        if not registered:
+            return f"no registered version is left: remove {self.url(POINTER)} and promote a candidate again"
+        return (
+            f"point production at a good version with {self.command('--set-production', 'VERSION')} "
+            f"(registered: {', '.join(registered)})"
+        )
+
     # --- reading -----------------------------------------------------------------------------------
 
     def versions(self) -> list[str]:
@@ -298,11 +381,25 @@ class Registry:
         names.sort(key=lambda n: int(n[1:]))
         return [n for n in names if self.store.exists(self._p(n, LINEAGE))]
 
+    def _parse_pointer(self, data: bytes | None) -> dict | None:
+        """production.json as a dict (None: there is none). A damaged one is never guessed at: a
+        UserError names the file, the problem and the repair."""
+        if data is None:
+            return None
+        try:
+            pointer = json.loads(data)
+            problem = _pointer_problem(pointer)
+        except ValueError as err:  # UnicodeDecodeError included
+            problem = f"is not valid JSON ({err})"
+        if problem:
+            raise UserError(f"{self.url(POINTER)} {problem}; {self.repair_hint()}")
+        return pointer
+
     def read_pointer(self) -> tuple[dict | None, Any]:
         """(pointer or None, CAS token). Pass the token to `set_production` to move the pointer only if
         nobody moved it since this read."""
         data, token = self.store.read(self._p(POINTER))
-        return (json.loads(data) if data else None), token
+        return self._parse_pointer(data), token
 
     def production(self) -> dict | None:
         return self.read_pointer()[0]
@@ -313,9 +410,62 @@ class Registry:
             raise UserError(f"{self.url(version)} has no {name}")
         return json.loads(data)
 
+    def check_version(self, version: str) -> dict:
+        """A version's lineage.json, after checking that every file it lists is there with the sha256
+        recorded, and that metrics.json parses. BrokenVersion (one line) otherwise."""
+        where = f"registry version {self.url(version)}"
+        data, _ = self.store.read(self._p(version, LINEAGE))
+        if data is None:
+            if version in self.store.list_dirs(self.model):
+                raise BrokenVersion(
+                    f"{where} is incomplete: it has no {LINEAGE} (its registration did not finish)"
+                )
+            raise BrokenVersion(f"{where} does not exist")
+        try:
+            lineage = json.loads(data)
+            files = {name: lineage["files"][name] for name in CHECKPOINT_FILES}
+        except ValueError as err:
+            raise BrokenVersion(f"{where}: {LINEAGE} is not valid JSON ({err})") from None
+        except (KeyError, TypeError) as err:
+            raise BrokenVersion(f"{where}: {LINEAGE} records no sha256 for {err}") from None
+        try:
+            json.loads(self.store.read(self._p(version, METRICS))[0] or b"")
+        except ValueError:
+            raise BrokenVersion(f"{where}: {METRICS} is missing or not valid JSON") from None
+        for name, digest in files.items():
+            found = self.store.sha256(self._p(version, name))
+            if found is None:
+                raise BrokenVersion(f"{where}: {name} is missing")
+            if found != digest:
+                raise BrokenVersion(f"{where}: {name} does not match its sha256 in {LINEAGE}")
+        return lineage
+
+    def check_production(self, pointer: dict) -> dict:
+        """Production's lineage.json, after check_version; a missing or damaged production version is
+        refused with the repair (a rollback, or --set-production)."""
+        try:
+            return self.check_version(pointer["version"])
+        except BrokenVersion as err:
+            how = self.repair_hint()
+            if pointer.get("previous"):
+                how = f"roll back to {pointer['previous'][-1]} with {self.command('--rollback')}, or {how}"
+            raise BrokenVersion(
+                f"production of {self.model} is {pointer['version']}, but {err}; {how}"
+            ) from None
+
     def log(self) -> list[dict]:
+        """Every logged decision, oldest first. A line that does not parse (a writer died mid-line) is
+        skipped with a warning: one torn entry must not hide the others."""
         data, _ = self.store.read(self._p(LOG))
-        return [json.loads(line) for line in (data or b"").decode("utf-8").splitlines() if line.strip()]
+        entries = []
+        for n, line in enumerate((data or b"").decode("utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                _log.warning("%s line %d is not JSON (a torn write?): skipped", self.url(LOG), n)
+        return entries
 
     # --- writing -----------------------------------------------------------------------------------
 
@@ -332,9 +482,15 @@ class Registry:
         return f"v{n}"
 
     def register(
-        self, checkpoint_dir: str, metrics: dict, lineage: dict, spm_model: str | None = None
+        self,
+        checkpoint_dir: str,
+        metrics: dict,
+        lineage: dict,
+        spm_model: str | None = None,
+        expected_sha256: dict[str, str] | None = None,
     ) -> str:
-        """Copy a checkpoint folder into a new immutable version; returns its name (v<N>)."""
+        """Copy a checkpoint folder into a new immutable version; returns its name (v<N>).
+        expected_sha256: {file: sha256} of what was evaluated; a file that changed since is refused."""
         sources = {}
         for name in CHECKPOINT_FILES:
             path = storage.join(checkpoint_dir, name)
@@ -343,10 +499,17 @@ class Registry:
             if not storage.isfile(path):
                 raise UserError(f"{checkpoint_dir} is not a complete checkpoint: {name} is missing")
             sources[name] = path
+        # Hashed BEFORE copying: set_production verifies the copies against these, so a file that
+        # changes or tears during the copy never becomes production.
+        files = {name: storage.sha256(path) for name, path in sources.items()}
+        for name, digest in (expected_sha256 or {}).items():
+            if files.get(name) != digest:
+                raise UserError(
+                    f"{sources[name]} changed after it was evaluated; promote the candidate again"
+                )
         version = self._claim({"candidate": checkpoint_dir, "flow_run_id": lineage.get("flow_run_id")})
         for name, path in sources.items():
             self.store.put_file(path, self._p(version, name))
-        files = {name: storage.sha256(path) for name, path in sources.items()}
         self._put(self._p(version, METRICS), _dumps(metrics))
         self._put(self._p(version, LINEAGE), _dumps({**lineage, "version": version, "files": files}))
         return version
@@ -356,17 +519,8 @@ class Registry:
         if not self.store.write_if(path, data, token):  # pragma: no cover - a claimed folder is ours alone
             raise PromotionConflict(f"{self.store.url(path)} changed while being written")
 
-    def set_production(self, version: str, expected_token: Any, **fields) -> dict:
-        """Move the pointer to `version` iff it is still what the caller read (token). Raises
-        PromotionConflict otherwise. The previous production goes on the `previous` stack (rollback)."""
-        if not self.store.exists(self._p(version, LINEAGE)):
-            raise UserError(f"{self.url(version)} is not a complete registry version")
-        data, token = self.store.read(self._p(POINTER))
-        if token != expected_token:
-            raise PromotionConflict(self._moved(data))
-        current = json.loads(data) if data else None
-        previous = (current.get("previous", []) + [current["version"]]) if current else []
-        pointer = {
+    def _pointer(self, version: str, previous: list[str], **fields) -> dict:
+        return {
             "model": self.model,
             "version": version,
             "path": self.url(version),
@@ -374,33 +528,50 @@ class Registry:
             "previous": previous,
             **fields,
         }
+
+    def set_production(self, version: str, expected_token: Any, **fields) -> dict:
+        """Move the pointer to `version` (verified first) iff it is still what the caller read (token).
+        Raises PromotionConflict otherwise. The previous production goes on the `previous` stack."""
+        self.check_version(version)
+        data, token = self.store.read(self._p(POINTER))
+        if token != expected_token:
+            raise PromotionConflict(self._moved(data))
+        current = self._parse_pointer(data)
+        previous = (current.get("previous", []) + [current["version"]]) if current else []
+        pointer = self._pointer(version, previous, **fields)
         if not self.store.write_if(self._p(POINTER), _dumps(pointer), expected_token):
             raise PromotionConflict(self._moved(self.store.read(self._p(POINTER))[0]))
         return pointer
 
     def _moved(self, data: bytes | None) -> str:
-        now = json.loads(data)["version"] if data else "none"
+        try:
+            now = json.loads(data)["version"] if data else "none"
+        except (ValueError, KeyError, TypeError):
+            now = "a damaged production.json"
         return f"production of {self.model} changed while this promotion ran (now {now})"
 
     def rollback(self, reason: str = "", flow_run_id: str | None = None) -> dict:
-        """Restore the previous production version (the top of the pointer's `previous` stack)."""
+        """Restore the previous production version (the top of the pointer's `previous` stack), after
+        checking it is still complete: a pruned or damaged one is refused and production stays."""
         for _ in range(20):  # CAS loop: a rollback has no evaluation to protect, only the pointer
             current, token = self.read_pointer()
             if not current:
-                raise UserError(f"{self.model} has no production model to roll back")
+                raise UserError(
+                    f"{self.model} has no production model to roll back ({self.url(POINTER)} does not exist)"
+                )
             if not current.get("previous"):
                 raise UserError(
                     f"{self.model} {current['version']} is the first production version: nothing to roll back to"
                 )
             *rest, target = current["previous"]
-            pointer = {
-                "model": self.model,
-                "version": target,
-                "path": self.url(target),
-                "since": _now(),
-                "previous": rest,
-                "rolled_back_from": current["version"],
-            }
+            try:
+                self.check_version(target)
+            except BrokenVersion as err:
+                raise BrokenVersion(
+                    f"cannot roll back {self.model} to {target}: {err}; production stays {current['version']}; "
+                    f"{self.repair_hint()}"
+                ) from None
+            pointer = self._pointer(target, rest, rolled_back_from=current["version"])
             if self.store.write_if(self._p(POINTER), _dumps(pointer), token):
                 self.append_log(
                     {"event": "rollback", "version": target, "previous": current["version"], "reason": reason,
@@ -408,6 +579,36 @@ class Registry:
                 )  # fmt: skip
                 return pointer
         raise PromotionConflict("the production pointer kept changing during the rollback")
+
+    def restore(self, version: str, reason: str = "", flow_run_id: str | None = None) -> dict:
+        """Point production at `version` (verified first), whatever production.json holds now, even a
+        damaged one: the repair of a broken pointer, or a jump back past several versions. A readable
+        current production goes on the `previous` stack; a damaged pointer's stack is lost with it."""
+        if not _VERSION.match(version):
+            raise UserError(
+                f"{version!r} is not a version name (v<N>); registered: {', '.join(self.versions()) or 'none'}"
+            )
+        self.check_version(version)
+        for _ in range(20):  # CAS loop, as rollback
+            data, token = self.store.read(self._p(POINTER))
+            try:
+                current = self._parse_pointer(data)
+            except UserError:
+                current = None  # the damage this repairs
+            if current and current["version"] == version:
+                return current
+            previous = (current.get("previous", []) + [current["version"]]) if current else []
+            replaced = (
+                current["version"] if current else ("a damaged production.json" if data is not None else None)
+            )
+            pointer = self._pointer(version, previous, set_from=replaced)
+            if self.store.write_if(self._p(POINTER), _dumps(pointer), token):
+                self.append_log(
+                    {"event": "set-production", "version": version, "previous": replaced, "reason": reason,
+                     "flow_run_id": flow_run_id}
+                )  # fmt: skip
+                return pointer
+        raise PromotionConflict("the production pointer kept changing while it was being set")
 
 
 @dataclass
@@ -431,10 +632,12 @@ def gate_and_promote(
     decision: Decision,
     lineage: dict | None = None,
     spm_model: str | None = None,
+    expected_sha256: dict[str, str] | None = None,
 ) -> PromotionResult:
     """Act on the gate's decision (flows.gate.decide): if it promotes, register the candidate and move
     the pointer by CAS against `snapshot` (the `read_pointer()` taken BEFORE the evaluation). Every
-    outcome goes to the log. reference_metrics: production's metrics, or the baselines' (display)."""
+    outcome goes to the log. reference_metrics: production's metrics, or the baselines' (display).
+    expected_sha256: {file: sha256} of the candidate files that were evaluated (see Registry.register)."""
     pointer, token = snapshot
     previous = pointer["version"] if pointer else None
     lineage = {**(lineage or {}), "parent_version": (lineage or {}).get("parent_version", previous)}
@@ -450,7 +653,7 @@ def gate_and_promote(
         registry.append_log({"event": "reject", "version": None, **base})
         return PromotionResult("reject", decision, None, previous, previous)
     version = registry.register(
-        candidate_dir, {**candidate_metrics, "gate": decision.to_dict()}, lineage, spm_model
+        candidate_dir, {**candidate_metrics, "gate": decision.to_dict()}, lineage, spm_model, expected_sha256
     )
     try:
         registry.set_production(

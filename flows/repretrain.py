@@ -49,6 +49,7 @@ def repretrain(
     corpus_runner: Runner = "DirectRunner",
     beam_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
     corpus_options: dict[str, Any] = {},  # noqa: B006
+    max_dead_letter_fraction: float = 0.01,
     vocab_size: int = 8000,
     max_seq_length: int = 128,
     max_predictions: int = 20,
@@ -82,6 +83,8 @@ def repretrain(
     """Re-pretrain on the (newest) corpus and gate the candidate against production.
 
     corpus_runner: the Beam runner of the corpus and instance stages (beam_args: its options).
+    max_dead_letter_fraction: the corpus and instance stages fail past this share of dead letters
+    (a systematic error, not a few broken records; the message names the commonest reason).
     gpu_job: job variables of the GPU pool when pretrain_backend="deployment" (image, accelerator,
     resources). micro_batch_size: per-rank micro-batch, "auto" = from the GPU's memory.
     pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a
@@ -108,6 +111,9 @@ def repretrain(
             preflight.folder_problem("init_checkpoint", init_checkpoint, "model.safetensors"),
             preflight.folder_problem("eval_instances", eval_instances, "manifest.json"),
             None if max_predictions <= max_seq_length else "max_predictions must not exceed max_seq_length",
+            None
+            if 0 <= max_dead_letter_fraction <= 1
+            else f"max_dead_letter_fraction must be in [0, 1], not {max_dead_letter_fraction}",
         ],
         "repretrain",
     )
@@ -118,6 +124,7 @@ def repretrain(
         beam_args=beam_args,
         options=corpus_options,
         newest_only=newest_only,
+        max_dead_letter_fraction=max_dead_letter_fraction,
     )
 
     production = Registry(registry, model_name).production() if continue_from_production else None
@@ -159,6 +166,7 @@ def repretrain(
         seed=seed,
         runner=corpus_runner,
         beam_args=beam_args,
+        max_dead_letter_fraction=max_dead_letter_fraction,
     )
     run = pretrain(
         instances_dir=instances["dir"],

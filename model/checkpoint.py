@@ -23,7 +23,6 @@ torch.distributed.checkpoint.state_dict, which works for a plain module, DDP's m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -33,22 +32,29 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from model.convert import CONFIG_NAME, SPM_NAME, WEIGHTS_NAME, tied_aliases
+from model.convert import (
+    CHECKSUMS_NAME,
+    CONFIG_NAME,
+    SPM_NAME,
+    TRAINER_NAME,
+    WEIGHTS_NAME,
+    CheckpointError,
+    checksums_json,
+    digest,
+    read_checksums,
+    tied_aliases,
+    verify_file,
+)
 from pipelines import storage
-from pipelines.errors import UserError
 
 log = logging.getLogger(__name__)
 
-CHECKSUMS = "checksums.json"
-TRAINER = "trainer.json"
+CHECKSUMS = CHECKSUMS_NAME
+TRAINER = TRAINER_NAME
 OPTIMIZER_TENSORS = "optimizer.safetensors"
 OPTIMIZER_JSON = "optimizer.json"
 RNG = "rng.safetensors"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-
-
-class CheckpointError(UserError):
-    """A checkpoint that is missing, incomplete or fails its checksums."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -204,9 +210,8 @@ def save(
     }
     if spm_model:
         files[SPM_NAME] = storage.read_bytes(spm_model)
-    checksums = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    summary = (json.dumps({"step": step, "files": checksums}, indent=1) + "\n").encode()
     final = step_dir(run_dir, step)
+    summary = checksums_json({name: digest(data) for name, data in files.items()}, step=step)
     storage.write_folder(final, {**files, CHECKSUMS: summary}, marker=CHECKSUMS)
     prune(run_dir, keep)
     return final
@@ -234,22 +239,15 @@ def prune(run_dir: str, keep: int) -> None:
             storage.remove(storage.join(root, name), recursive=True)
 
 
-def verify(path: str) -> dict:
-    """Check every file against checksums.json. Returns the checksums; CheckpointError otherwise."""
-    sums = storage.join(path, CHECKSUMS)
-    if not storage.exists(sums):
+def verify(path: str) -> dict[str, str]:
+    """Check every file of a training checkpoint (optimizer and RNG state too: what a resume reads)
+    against checksums.json. Returns {name: sha256}; CheckpointError otherwise."""
+    files = read_checksums(path)
+    if files is None:
         raise CheckpointError(f"{path} is not a complete checkpoint: {CHECKSUMS} is missing")
-    try:
-        info = storage.read_json(sums)
-        files = dict(info["files"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise CheckpointError(f"{path}: {CHECKSUMS} is damaged ({err})") from None
-    for name, digest in files.items():
-        if not storage.exists(storage.join(path, name)):
-            raise CheckpointError(f"{path}: {name} is missing")
-        if storage.sha256(storage.join(path, name)) != digest:
-            raise CheckpointError(f"{path}: {name} does not match its sha256 in {CHECKSUMS}")
-    return info
+    for name in files:
+        verify_file(path, name, files)
+    return files
 
 
 def latest(run_dir: str) -> str | None:
@@ -271,7 +269,9 @@ def resolve(path: str) -> str:
         return path
     found = latest(path)
     if found is None:
-        raise UserError(f"{path} is a run folder without a valid checkpoint")
+        count = len(list_steps(path))
+        why = f"none of its {count} checkpoints verifies" if count else "it has no complete checkpoint yet"
+        raise CheckpointError(f"{path} is a run folder without a valid checkpoint ({why})")
     return found
 
 

@@ -5,6 +5,15 @@ A checkpoint folder holds:
     config.json         transformers format (model.config.AlbertConfig.to_hf_dict)
     model.safetensors   the state dict with transformers' key names, each tensor stored once
     spm.model           optional: the SentencePiece model the vocabulary stage trained
+    checksums.json      {"files": {name: sha256}} of the files above, written LAST
+
+Every folder this project writes (training checkpoints, `albert import`, `albert export`) has
+checksums.json (a registry version: the same table in its lineage.json), and every load verifies the
+files it reads against it: one flipped bit is an error naming the file, never a silently different
+model. A foreign folder (a transformers download) has
+none: its config.json and safetensors are parsed strictly instead (a truncated or damaged file fails
+to parse; non-finite weights are refused). A folder with trainer.json but no checksums.json is a
+training checkpoint whose write did not finish, and is refused.
 
 Tied or shared tensors (the MLM decoder = word embeddings, partially shared layers) are stored once,
 under the first name `named_parameters` gives them; loading re-ties them, since the model object does.
@@ -16,6 +25,7 @@ missing or unexpected keys. transformers itself is not needed for that (nor impo
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -33,10 +43,29 @@ from model.albert import (
 from model.config import AlbertConfig
 from pipelines import storage
 from pipelines.errors import UserError
+from pipelines.outdir import claim
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 SPM_NAME = "spm.model"
+CHECKSUMS_NAME = "checksums.json"
+TRAINER_NAME = "trainer.json"  # only a training checkpoint (model.checkpoint) has it
+LINEAGE_NAME = "lineage.json"  # a registry version's (flows/registry.py): its files' sha256 under "files"
+
+# The sizes a checkpoint's config.json must state (ours and transformers' always do): with one missing,
+# AlbertConfig's default would describe another model than the weights.
+REQUIRED_CONFIG_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+)
+
+
+class CheckpointError(UserError):
+    """A checkpoint that is missing, incomplete, damaged or fails its checksums."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -97,46 +126,201 @@ def _model_class(name: str) -> type[AlbertPreTrainedModel]:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Checksums: every folder we write lists its files' sha256 in checksums.json, written last. A registry
+# version (flows/registry.py) is a copy of config.json, model.safetensors and spm.model whose lineage.json
+# records the same table: it is verified the same way.
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def checksums_json(sums: dict[str, str], **fields) -> bytes:
+    """checksums.json content: {file name: sha256}, and `fields` beside it (a checkpoint's step)."""
+    return (json.dumps({**fields, "files": sums}, indent=1) + "\n").encode()
+
+
+def read_checksums(folder: str) -> dict[str, str] | None:
+    """{file name: sha256} from the folder's checksums.json (a registry version: its lineage.json);
+    None for a foreign folder (neither there). CheckpointError for a damaged table, or a training
+    checkpoint without one (its write did not finish: checksums.json comes last)."""
+    path = storage.join(folder, CHECKSUMS_NAME)
+    if not storage.exists(path):
+        if storage.exists(storage.join(folder, TRAINER_NAME)):
+            raise CheckpointError(
+                f"{folder} is an unfinished checkpoint: it has {TRAINER_NAME} but no {CHECKSUMS_NAME} "
+                f"(written last); use an earlier checkpoint of the run"
+            )
+        path = storage.join(folder, LINEAGE_NAME)
+        if not storage.exists(path):
+            return None
+    try:
+        files = storage.read_json(path)["files"]
+        valid = isinstance(files, dict) and all(isinstance(v, str) for v in files.values())
+    except (ValueError, KeyError, TypeError):  # not JSON, not UTF-8, no files table
+        valid = False
+    if not valid:
+        raise CheckpointError(
+            f"{path} is damaged (expected JSON with a files table of sha256 sums), so {folder} cannot "
+            f"be verified; use another checkpoint or copy this one again"
+        )
+    return files
+
+
+def _mismatch(folder: str, name: str) -> CheckpointError:
+    return CheckpointError(
+        f"{storage.join(folder, name)} does not match its sha256 recorded when it was written: the "
+        f"file is corrupt or was changed since; use another checkpoint (e.g. an earlier step of the "
+        f"run) or copy this one again"
+    )
+
+
+def read_verified(folder: str, name: str, sums: dict[str, str] | None) -> bytes:
+    """The bytes of folder/name, checked against the recorded sha256 when the folder has a table (read
+    once: the same bytes are hashed and used)."""
+    data = storage.read_bytes(storage.join(folder, name))
+    if sums is not None:
+        if name not in sums:
+            raise CheckpointError(f"{storage.join(folder, name)} has no recorded sha256 to verify it by")
+        if digest(data) != sums[name]:
+            raise _mismatch(folder, name)
+    return data
+
+
+def verify_file(folder: str, name: str, sums: dict[str, str]) -> None:
+    """Check one listed file against its recorded sha256 (streamed: it is not needed in memory)."""
+    path = storage.join(folder, name)
+    if not storage.isfile(path):
+        raise CheckpointError(f"{path} is missing (its sha256 is recorded: it belongs there)")
+    if storage.sha256(path) != sums[name]:
+        raise _mismatch(folder, name)
+
+
+def write_files(folder: str, files: dict[str, bytes]) -> None:
+    """Write a folder's files (each whole), then checksums.json listing them. An earlier
+    checksums.json goes first, so a write cut short never looks complete."""
+    storage.remove(storage.join(folder, CHECKSUMS_NAME))
+    for name, data in files.items():
+        storage.write_bytes(storage.join(folder, name), data)
+    sums = {name: digest(data) for name, data in files.items()}
+    storage.write_bytes(storage.join(folder, CHECKSUMS_NAME), checksums_json(sums))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Output folders
+
+
+def check_apart(out: str, source: str, what: str, nested: bool = True) -> None:
+    """Refuse an --out that is `source` (or, with `nested`, lies inside it or holds it): writing there
+    would replace or mix with the files being read. Paths are compared as given (made absolute; links
+    are not followed), before anything runs."""
+    o, s = storage.absolute(str(out)).rstrip("/"), storage.absolute(str(source)).rstrip("/")
+    if o == s:
+        relation = "is"
+    elif nested and o.startswith(s + "/"):
+        relation = "is inside"
+    elif nested and s.startswith(o + "/"):
+        relation = "holds"
+    else:
+        return
+    raise UserError(f"--out {out} {relation} {what} {source}; give an --out outside it")
+
+
+# ---------------------------------------------------------------------------------------------------
 # Checkpoint folder
+
+
+def _spm_bytes(spm_model_path: str | Path) -> bytes:
+    src = str(spm_model_path)
+    if not storage.isfile(src):
+        raise UserError(f"SentencePiece model not found: {src}")
+    return storage.read_bytes(src)
 
 
 def save_pretrained(
     model: AlbertPreTrainedModel, out_dir: str | Path, spm_model_path: str | Path | None = None
 ) -> str:
-    """Write config.json, model.safetensors and (optionally) spm.model into out_dir (a folder or URL).
-    Each file appears whole (pipelines.storage.write_bytes)."""
+    """Write config.json, model.safetensors, (optionally) spm.model and checksums.json into out_dir (a
+    folder or URL). Each file appears whole (pipelines.storage.write_bytes), checksums.json last."""
     from safetensors.torch import save as st_save
 
     out = str(out_dir)
-    state = canonical_state_dict(model)
+    spm = _spm_bytes(spm_model_path) if spm_model_path is not None else None  # before writing anything
     config = model.config.to_hf_dict()
     config["architectures"] = [type(model).__name__]
     if hasattr(model, "num_labels"):  # fine-tuning heads: their width, for load_pretrained
         config["num_labels"] = model.num_labels
-    storage.write_bytes(storage.join(out, WEIGHTS_NAME), st_save(state, metadata={"format": "pt"}))
-    storage.write_text(storage.join(out, CONFIG_NAME), json.dumps(config, indent=2, sort_keys=True) + "\n")
-    if spm_model_path is not None:
-        src = str(spm_model_path)
-        if not storage.isfile(src):
-            raise UserError(f"SentencePiece model not found: {src}")
-        if storage.absolute(src) != storage.absolute(storage.join(out, SPM_NAME)):
-            storage.copy(src, storage.join(out, SPM_NAME))
+    files = {
+        WEIGHTS_NAME: st_save(canonical_state_dict(model), metadata={"format": "pt"}),
+        CONFIG_NAME: (json.dumps(config, indent=2, sort_keys=True) + "\n").encode(),
+    }
+    if spm is not None:
+        files[SPM_NAME] = spm
+    write_files(out, files)
     return out
 
 
-def read_checkpoint(ckpt_dir: str | Path) -> tuple[AlbertConfig, dict[str, torch.Tensor], dict]:
-    """(config, tensors, raw config.json) of a checkpoint folder (a path or URL); UserError when it is
-    not one."""
+def _parse_config(folder: str, data: bytes) -> tuple[AlbertConfig, dict]:
+    path = storage.join(folder, CONFIG_NAME)
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except ValueError as err:  # not JSON, not UTF-8
+        raise CheckpointError(f"{path} is not valid JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path} is not a JSON object")
+    missing = [k for k in REQUIRED_CONFIG_FIELDS if k not in raw]
+    if missing:
+        raise CheckpointError(
+            f"{path} lacks {', '.join(missing)} (a checkpoint's config.json states its sizes)"
+        )
+    architectures = raw.get("architectures", [])
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise CheckpointError(f"{path}: architectures must be a list of class names, got {architectures!r}")
+    labels = raw.get("num_labels", 1)
+    if not isinstance(labels, int) or isinstance(labels, bool) or labels < 1:
+        raise CheckpointError(f"{path}: num_labels must be a positive integer, got {labels!r}")
+    try:
+        return AlbertConfig.from_hf_dict(raw), raw
+    except (ValueError, TypeError) as err:  # ConfigError (a ValueError), a field of the wrong kind
+        raise CheckpointError(f"{path}: {err}") from None
+
+
+def _parse_weights(folder: str, data: bytes) -> dict[str, torch.Tensor]:
+    """safetensors' own parse is strict (header, offsets, the file covered exactly); non-finite weights
+    are never written (model.checkpoint.save refuses them), so they mean a damaged file."""
+    from safetensors import SafetensorError
     from safetensors.torch import load as st_load
 
+    path = storage.join(folder, WEIGHTS_NAME)
+    try:
+        state = st_load(data)
+    except SafetensorError as err:
+        raise CheckpointError(
+            f"{path} is truncated or corrupt ({err}); use another checkpoint or copy this one again"
+        ) from None
+    bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointError(
+            f"{path} holds non-finite weights ({', '.join(bad[:3])}): a damaged file; use another checkpoint"
+        )
+    return state
+
+
+def read_checkpoint(ckpt_dir: str | Path) -> tuple[AlbertConfig, dict[str, torch.Tensor], dict]:
+    """(config, tensors, raw config.json) of a checkpoint folder (a path or URL), its files verified
+    against checksums.json (or parsed strictly in a foreign folder); UserError when it is not one."""
     d = str(ckpt_dir)
     if not storage.isdir(d):
         raise UserError(f"checkpoint folder not found: {d}")
     for name in (CONFIG_NAME, WEIGHTS_NAME):
         if not storage.isfile(storage.join(d, name)):
-            raise UserError(f"{d} is not a checkpoint folder: {name} is missing")
-    raw = storage.read_json(storage.join(d, CONFIG_NAME))
-    return AlbertConfig.from_hf_dict(raw), st_load(storage.read_bytes(storage.join(d, WEIGHTS_NAME))), raw
+            raise CheckpointError(f"{d} is not a checkpoint folder: {name} is missing")
+    sums = read_checksums(d)
+    config, raw = _parse_config(d, read_verified(d, CONFIG_NAME, sums))
+    state = _parse_weights(d, read_verified(d, WEIGHTS_NAME, sums))
+    if sums is not None and SPM_NAME in sums:  # evaluate, finetune and export read it next
+        verify_file(d, SPM_NAME, sums)
+    return config, state, raw
 
 
 def load_state(
@@ -205,7 +389,21 @@ def load_pretrained(
 # transformers export
 
 
-def _hf_tokenizer_files(spm_path: str, out: str) -> None:
+def parse_spm(path: str, proto: bytes):
+    """A SentencePieceProcessor of `proto` (the bytes of `path`); CheckpointError naming the file when
+    it is not a SentencePiece model (sentencepiece raises a bare RuntimeError, or loads 0 pieces)."""
+    import sentencepiece as spm
+
+    try:
+        sp = spm.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError:
+        sp = None
+    if sp is None or sp.get_piece_size() == 0:
+        raise CheckpointError(f"{path} is not a SentencePiece model (damaged or another kind of file)")
+    return sp
+
+
+def _hf_tokenizer_files(spm_path: str, proto: bytes) -> dict[str, bytes]:
     """spiece.model + tokenizer_config.json so transformers' AlbertTokenizer loads the vocabulary.
 
     The ids of [CLS]/[SEP]/[MASK]/pad/unk are those of the model. Caveat: pipelines.tokenizer also
@@ -214,10 +412,7 @@ def _hf_tokenizer_files(spm_path: str, out: str) -> None:
     (Recent transformers convert .model files through protobuf; with an incompatible protobuf pin
     they cannot read them at all: the files are still the right ones.)
     """
-    import sentencepiece as spm
-
-    proto = storage.read_bytes(spm_path)
-    sp = spm.SentencePieceProcessor(model_proto=proto)
+    sp = parse_spm(spm_path, proto)
 
     def piece(i: int, default: str) -> str:
         return sp.id_to_piece(i) if 0 <= i < sp.get_piece_size() else default
@@ -225,7 +420,6 @@ def _hf_tokenizer_files(spm_path: str, out: str) -> None:
     def find(p: str, default: str) -> str:
         return p if sp.piece_to_id(p) != sp.unk_id() else default
 
-    storage.write_bytes(storage.join(out, "spiece.model"), proto)
     tokenizer_config = {
         "tokenizer_class": "AlbertTokenizer",
         "do_lower_case": False,
@@ -240,41 +434,59 @@ def _hf_tokenizer_files(spm_path: str, out: str) -> None:
         "eos_token": find("[SEP]", "[SEP]"),
         "model_max_length": 512,
     }
-    storage.write_text(
-        storage.join(out, "tokenizer_config.json"), json.dumps(tokenizer_config, indent=2) + "\n"
-    )
+    return {
+        "spiece.model": proto,
+        "tokenizer_config.json": (json.dumps(tokenizer_config, indent=2) + "\n").encode(),
+    }
 
 
-def export_hf(ckpt_dir: str | Path, out_dir: str | Path) -> str:
-    """Checkpoint folder -> a transformers AlbertForPreTraining folder (+ tokenizer files if spm.model).
-    Either may be a local path or a URL."""
+def export_hf(ckpt_dir: str | Path, out_dir: str | Path, force: bool = False) -> str:
+    """Checkpoint folder -> a transformers AlbertForPreTraining folder (+ tokenizer files if spm.model)
+    and its checksums.json. Either may be a local path or a URL. Everything is read, verified and
+    converted before `out_dir` is claimed (pipelines.outdir: new, empty, an earlier export, or --force)
+    and written, so a bad checkpoint leaves no output behind."""
     from safetensors.torch import save as st_save
 
-    model = load_pretrained(ckpt_dir, AlbertForPreTraining)
+    ckpt, out = str(ckpt_dir), str(out_dir)
+    check_apart(out, ckpt, "the checkpoint folder")
+    model = load_pretrained(ckpt, AlbertForPreTraining)
     state, config = to_hf_state_dict(model)
-    out = str(out_dir)
     hf_config = config.to_hf_dict()
     hf_config.pop("sharing", None)
-    storage.write_bytes(storage.join(out, WEIGHTS_NAME), st_save(state, metadata={"format": "pt"}))
-    storage.write_text(storage.join(out, CONFIG_NAME), json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
-    spm_path = storage.join(str(ckpt_dir), SPM_NAME)
+    files = {
+        WEIGHTS_NAME: st_save(state, metadata={"format": "pt"}),
+        CONFIG_NAME: (json.dumps(hf_config, indent=2, sort_keys=True) + "\n").encode(),
+    }
+    spm_path = storage.join(ckpt, SPM_NAME)
     if storage.isfile(spm_path):
-        storage.copy(spm_path, storage.join(out, SPM_NAME))
-        _hf_tokenizer_files(spm_path, out)
+        files[SPM_NAME] = storage.read_bytes(spm_path)
+        files.update(_hf_tokenizer_files(spm_path, files[SPM_NAME]))
+    claim(out, "export", force=force)  # new, empty, an earlier export, or --force
+    write_files(out, files)
     return out
 
 
 __all__ = [
+    "CHECKSUMS_NAME",
     "CONFIG_NAME",
+    "CheckpointError",
     "SHARED_SUBMODULES",
     "SPM_NAME",
     "WEIGHTS_NAME",
     "canonical_state_dict",
+    "check_apart",
+    "checksums_json",
+    "digest",
     "export_hf",
     "load_pretrained",
     "load_state",
+    "parse_spm",
     "read_checkpoint",
+    "read_checksums",
+    "read_verified",
     "save_pretrained",
     "tied_aliases",
     "to_hf_state_dict",
+    "verify_file",
+    "write_files",
 ]

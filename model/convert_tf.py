@@ -25,6 +25,7 @@ error naming it. TensorFlow is imported only when one of these functions runs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -34,9 +35,22 @@ import torch
 
 from model.albert import AlbertForPreTraining
 from model.config import AlbertConfig
-from model.convert import SPM_NAME, load_pretrained, load_state, save_pretrained, to_hf_state_dict
+from model.convert import (
+    CHECKSUMS_NAME,
+    SPM_NAME,
+    check_apart,
+    checksums_json,
+    load_pretrained,
+    load_state,
+    parse_spm,
+    read_checksums,
+    save_pretrained,
+    to_hf_state_dict,
+    verify_file,
+)
 from pipelines import storage
 from pipelines.errors import UserError
+from pipelines.outdir import claim
 
 # Not weights: optimizer slots (google's LAMB/AdamW write adam_m / adam_v; tf.train.AdamOptimizer
 # writes Adam / Adam_1), step counters, loss-scale state, TF2's object graph.
@@ -150,7 +164,13 @@ def read_tf_weights(prefix: str, config: AlbertConfig) -> dict[str, torch.Tensor
     expected = {k: tuple(shape) for k, shape in expected_shapes(config).items()}
     state: dict[str, torch.Tensor] = {}
     for tf_name, key, transpose in table:
-        array = np.asarray(reader.get_tensor(tf_name), dtype=np.float32)
+        try:
+            array = np.asarray(reader.get_tensor(tf_name), dtype=np.float32)
+        except Exception as err:  # a truncated, missing or corrupt data file: DataLossError, IndexError...
+            raise UserError(
+                f"cannot read {tf_name} from TF checkpoint {prefix}: {str(err).splitlines()[0]} "
+                f"(a damaged or incomplete copy: copy it again)"
+            ) from None
         if transpose:
             array = array.T
         if tuple(array.shape) != expected[key]:
@@ -174,19 +194,48 @@ def import_tf_checkpoint(
     config_path: str | Path,
     out_dir: str | Path,
     spm_model_path: str | Path | None = None,
+    force: bool = False,
 ) -> str:
-    """TF checkpoint + albert_config.json -> checkpoint folder. Returns the folder. Every path may be
-    a URL: a remote TF checkpoint is downloaded to a temporary folder first (TensorFlow's reader
-    opens local files)."""
+    """TF checkpoint + albert_config.json -> checkpoint folder (with checksums.json). Returns the
+    folder. Every path may be a URL: a remote TF checkpoint is downloaded to a temporary folder first
+    (TensorFlow's reader opens local files). Everything is read and checked before `out_dir` is
+    claimed (pipelines.outdir: new, empty, an earlier import, or --force) and written."""
+    source, out = str(tf_checkpoint), str(out_dir)
+    folder = source if storage.isdir(source) else storage.dirname(source)
+    check_apart(out, folder, "the TF checkpoint's folder", nested=False)  # its checksums.json
     config = AlbertConfig.from_json_file(str(config_path))
     if config.sharing not in ("all", "none"):
         raise UserError("TF checkpoints hold whole layer groups; use sharing 'all' or 'none'")
-    with _local_tf_checkpoint(str(tf_checkpoint)) as local:
+    if spm_model_path is not None:
+        _check_spm(str(spm_model_path), config, str(config_path))
+    _verify_export(folder)
+    with _local_tf_checkpoint(source) as local:
         prefix = resolve_prefix(local)
         state = read_tf_weights(prefix, config)
     model = AlbertForPreTraining(config)
     load_state(model, state, source=f"TF checkpoint {tf_checkpoint}")
-    return save_pretrained(model, out_dir, spm_model_path)
+    claim(out, "import", force=force)  # new, empty, an earlier import, or --force
+    return save_pretrained(model, out, spm_model_path)
+
+
+def _check_spm(path: str, config: AlbertConfig, config_path: str) -> None:
+    """--spm-model must be a SentencePiece model with exactly vocab_size pieces: another vocabulary
+    would tokenize every text into the wrong ids."""
+    if not storage.isfile(path):
+        raise UserError(f"SentencePiece model not found: {path}")
+    pieces = parse_spm(path, storage.read_bytes(path)).get_piece_size()
+    if pieces != config.vocab_size:
+        raise UserError(
+            f"{path} has {pieces} pieces but {config_path} says vocab_size {config.vocab_size}: "
+            f"not the vocabulary of this checkpoint"
+        )
+
+
+def _verify_export(folder: str) -> None:
+    """A TF folder that `albert export --format tf` wrote carries checksums.json: verify every file."""
+    sums = read_checksums(folder)
+    for name in sums or {}:
+        verify_file(folder, name, sums)
 
 
 @contextlib.contextmanager
@@ -225,20 +274,33 @@ def write_tf_checkpoint(state: dict[str, torch.Tensor], config: AlbertConfig, pr
     return str(prefix)
 
 
-def export_tf(ckpt_dir: str | Path, out_dir: str | Path) -> str:
-    """Checkpoint folder -> model.ckpt.{index,data-*}, checkpoint, albert_config.json (+ spm.model).
-    out_dir may be a URL: the files are written locally and uploaded."""
-    model = load_pretrained(ckpt_dir, AlbertForPreTraining)
+def export_tf(ckpt_dir: str | Path, out_dir: str | Path, force: bool = False) -> str:
+    """Checkpoint folder -> model.ckpt.{index,data-*}, checkpoint, albert_config.json (+ spm.model) and
+    checksums.json (last). out_dir may be a URL: the files are written locally and uploaded. The
+    checkpoint is read, verified and converted before `out_dir` is claimed and written."""
+    ckpt, out = str(ckpt_dir), str(out_dir)
+    check_apart(out, ckpt, "the checkpoint folder")
+    model = load_pretrained(ckpt, AlbertForPreTraining)
     state, config = to_hf_state_dict(model)  # partial sharing written per group: a valid TF layout
-    with storage.local_folder_for(str(out_dir)) as out:
-        write_tf_checkpoint(state, config, os.path.join(out, TF_CHECKPOINT_NAME))
-        with open(os.path.join(out, "checkpoint"), "w", encoding="utf-8") as f:
-            f.write(
-                f'model_checkpoint_path: "{TF_CHECKPOINT_NAME}"\n'
-                f'all_model_checkpoint_paths: "{TF_CHECKPOINT_NAME}"\n'
-            )
-        config.to_json_file(os.path.join(out, GOOGLE_CONFIG_NAME), format="google")
-        spm_path = storage.join(str(ckpt_dir), SPM_NAME)
-        if storage.isfile(spm_path):
-            storage.copy(spm_path, os.path.join(out, SPM_NAME))
-    return str(out_dir)
+    google_config = config.to_google_dict()
+    spm_path = storage.join(ckpt, SPM_NAME)
+    spm = storage.read_bytes(spm_path) if storage.isfile(spm_path) else None
+    _tf()  # TensorFlow missing: say so before claiming anything
+    claim(out, "export", force=force)
+    storage.remove(storage.join(out, CHECKSUMS_NAME))  # an earlier export's: this one is not complete yet
+    with storage.local_folder_for(out) as local:
+        write_tf_checkpoint(state, config, os.path.join(local, TF_CHECKPOINT_NAME))
+        texts = {
+            "checkpoint": f'model_checkpoint_path: "{TF_CHECKPOINT_NAME}"\n'
+            f'all_model_checkpoint_paths: "{TF_CHECKPOINT_NAME}"\n',
+            GOOGLE_CONFIG_NAME: json.dumps(google_config, indent=2, sort_keys=True) + "\n",
+        }
+        for name, text in texts.items():
+            storage.write_text(os.path.join(local, name), text)
+        if spm is not None:
+            storage.write_bytes(os.path.join(local, SPM_NAME), spm)
+        names = [n for n in storage.listdir(local) if n.startswith(TF_CHECKPOINT_NAME + ".")]
+        names += [*texts, *([SPM_NAME] if spm is not None else [])]
+        sums = {name: storage.sha256(os.path.join(local, name)) for name in names}
+    storage.write_bytes(storage.join(out, CHECKSUMS_NAME), checksums_json(sums))  # after the upload
+    return out

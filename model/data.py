@@ -65,8 +65,9 @@ _KIND_INT, _KIND_FLOAT = 3, 2  # Feature.int64_list = 3, Feature.float_list = 2
 # tf.train.Example parsing
 
 
-class RecordError(ValueError):
-    """A record that is not a tf.train.Example of the expected schema."""
+class RecordError(UserError, ValueError):
+    """A damaged TFRecord file, or a record that is not a tf.train.Example of the expected schema. A
+    UserError: the command prints it as one line naming the file (the data is bad, not the code)."""
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -400,6 +401,7 @@ def _unmask_crc(masked: int) -> int:
 
 
 _HEADER = struct.Struct("<QI")
+_DAMAGED = " (the file is damaged, e.g. a copy cut short: rebuild or copy it again)"
 _FOOTER = struct.Struct("<I")
 
 
@@ -423,10 +425,14 @@ def iter_records(path: str, offset: int = 0, verify: bool = True, chunk: int = 1
                 if not buf:
                     return
                 if len(buf) < 12:
-                    raise RecordError(f"{path}: truncated record header at byte {base}")
+                    raise RecordError(f"{path}: truncated record header at byte {base}{_DAMAGED}")
             length, length_crc = header(buf, pos)
             if crc(buf[pos : pos + 8]) != _unmask_crc(length_crc):
-                raise RecordError(f"{path}: corrupt record length at byte {base + pos}")
+                if base + pos == 0:
+                    raise RecordError(
+                        f"{path}: not a TFRecord file (its first record header does not check out)"
+                    )
+                raise RecordError(f"{path}: corrupt record length at byte {base + pos}{_DAMAGED}")
             end = pos + 12 + length
             if len(buf) < end + 4:
                 buf = buf[pos:] + f.read(max(chunk, end + 4 - pos))
@@ -434,10 +440,10 @@ def iter_records(path: str, offset: int = 0, verify: bool = True, chunk: int = 1
                 end -= pos
                 pos = 0
                 if len(buf) < end + 4:
-                    raise RecordError(f"{path}: truncated record at byte {base}")
+                    raise RecordError(f"{path}: truncated record at byte {base}{_DAMAGED}")
             data = buf[pos + 12 : end]
             if verify and crc(data) != _unmask_crc(footer(buf, end)[0]):
-                raise RecordError(f"{path}: corrupt record data at byte {base + pos}")
+                raise RecordError(f"{path}: corrupt record data at byte {base + pos}{_DAMAGED}")
             pos = end + 4
             yield data, base + pos
 
@@ -461,35 +467,47 @@ class InstanceFiles:
     sizes. A resumed run must see the same id."""
     source: str = ""
     """The path the user gave (a folder, a glob, a file)."""
+    foreign: bool = False
+    """Named by a glob or a file path, not an instance folder: no manifest says which vocabulary built
+    them, so the trainer needs --vocab."""
 
     @property
     def lengths(self) -> dict[str, int]:
         return feature_lengths(self.max_seq_length, self.max_predictions)
 
 
+class NoSplit(UserError):
+    """An instance folder without files of the split asked for (e.g. built with no eval split)."""
+
+
 def find_instances(path: str, split: str = "train") -> InstanceFiles:
     """The files of `split` in an instance folder (ours: `{split}-*.tfrecord` + manifest.json), or the
     files a glob / single file names (e.g. the original generator's output, which has no manifest).
 
-    A folder without manifest.json is an unfinished stage (DESIGN.md) and is refused."""
+    A folder without manifest.json is an unfinished stage (DESIGN.md) and is refused; so are the files
+    of such a folder named through a glob (a glob must not be a way around the manifest)."""
     manifest = None
-    if storage.has_glob(path) or storage.isfile(path):
+    foreign = storage.has_glob(path) or storage.isfile(path)
+    if foreign:
         files = storage.glob(path)
         if not files:
             raise UserError(f"no TFRecord file matches {path}")
+        for folder in sorted({storage.dirname(p) for p in files}):
+            _refuse_unfinished(folder)
     else:
         if not storage.isdir(path):
             raise UserError(f"instance folder not found: {path}")
-        mpath = storage.join(path, "manifest.json")
-        if not storage.isfile(mpath):
+        _refuse_unfinished(path)
+        manifest = _instances_manifest(path)
+        if manifest is None:
             raise UserError(
-                f"{path} has no manifest.json: the instances stage did not finish (for TFRecords of "
-                f"another generator, pass a file or a glob such as '{path}/*.tfrecord')"
+                f"{path} has no manifest.json, so it is not a finished `albert instances` folder (for "
+                f"TFRecords of another generator, pass a glob such as '{path}/*.tfrecord' and --vocab)"
             )
-        manifest = storage.read_json(mpath)
         files = storage.glob(storage.join(path, f"{split}-*.tfrecord"))
+        _check_listed(path, split, files, manifest)
         if not files:
-            raise UserError(f"{path} has no {split}-*.tfrecord files")
+            raise NoSplit(f"{path} has no {split}-*.tfrecord files")
     first = None
     for p in files:
         first = next((r for r, _ in iter_records(p)), None)
@@ -497,7 +515,10 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
             break
     if first is None:
         raise UserError(f"the {split} files under {path} hold no records")
-    L, P = infer_lengths(first)
+    try:
+        L, P = infer_lengths(first)
+    except RecordError as err:
+        raise RecordError(f"{p}: {err}") from None
     vocab = n = vocab_sha = None
     if manifest is not None:
         cfg = manifest.get("config", {})
@@ -511,8 +532,85 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
         identity = json.dumps(manifest.get("outputs"), sort_keys=True)
     else:
         identity = json.dumps([[storage.basename(p), storage.size(p)] for p in files])
+        vocab_sha = _vocab_sha_of_folder(files)
     content_id = hashlib.sha256(identity.encode()).hexdigest()
-    return InstanceFiles(tuple(files), L, P, vocab, n, vocab_sha, content_id, path)
+    return InstanceFiles(tuple(files), L, P, vocab, n, vocab_sha, content_id, path, foreign)
+
+
+def _instances_manifest(folder: str) -> dict | None:
+    """manifest.json of a finished `albert instances` folder; None when there is none; a UserError when
+    it is damaged or another stage's."""
+    mpath = storage.join(folder, "manifest.json")
+    if not storage.isfile(mpath):
+        return None
+    try:
+        manifest = storage.read_json(mpath)
+    except ValueError as err:
+        raise UserError(
+            f"{mpath} is not valid JSON ({err}): the folder is damaged; rerun `albert instances --out {folder}`"
+        ) from None
+    stage = manifest.get("stage") if isinstance(manifest, dict) else None
+    if stage != "instances":
+        raise UserError(
+            f"{folder} holds the output of `albert {stage}`, not of `albert instances`; pass an instance folder"
+        )
+    return manifest
+
+
+def _refuse_unfinished(folder: str) -> None:
+    """Refuse a folder that one of our stages started to write and did not finish: its marker
+    (pipelines.outdir) names a stage, or the instance stage's stats.json / skipped-* files are there, but
+    manifest.json (written last) is not. Its TFRecords are a part of the data, whatever their names."""
+    from pipelines import outdir
+
+    entries = storage.listdir(folder)
+    if "manifest.json" in entries:
+        return
+    stage = outdir.owner(folder) if outdir.MARKER in entries else None
+    if stage is None and ("stats.json" in entries or any(n.startswith("skipped-") for n in entries)):
+        stage = "instances"
+    if stage:
+        raise UserError(
+            f"{folder} is an unfinished `albert {stage}` output (no manifest.json: that run stopped before "
+            f"the end, its files are only part of the data); rerun `albert {stage}` with --out {folder}"
+        )
+
+
+def _check_listed(folder: str, split: str, files: list[str], manifest: dict) -> None:
+    """The split's files must be those manifest.json lists (a file removed or added since, e.g. a partial
+    copy, would silently train on other data)."""
+    outputs = manifest.get("outputs")
+    if not isinstance(outputs, dict):
+        return  # a manifest written before outputs were recorded
+    listed = {n for n in outputs if n.startswith(f"{split}-") and n.endswith(".tfrecord")}
+    found = {storage.basename(p) for p in files}
+    if listed != found:
+        missing, extra = sorted(listed - found), sorted(found - listed)
+        detail = "; ".join(
+            part
+            for part in (
+                f"missing: {', '.join(missing[:3])}" if missing else "",
+                f"not in the manifest: {', '.join(extra[:3])}" if extra else "",
+            )
+            if part
+        )
+        raise UserError(
+            f"{folder}: the {split} files are not those its manifest.json lists ({detail}); copy the folder "
+            f"again, or rerun `albert instances --out {folder}`"
+        )
+
+
+def _vocab_sha_of_folder(files: list[str]) -> str | None:
+    """Files named by a glob inside one finished instance folder: that folder's vocabulary hash, so the
+    vocabulary a run pairs them with is still checked."""
+    folders = {storage.dirname(p) for p in files}
+    if len(folders) != 1:
+        return None
+    try:
+        manifest = _instances_manifest(folders.pop())
+    except UserError:
+        return None
+    return ((manifest or {}).get("vocab") or {}).get("sha256")
 
 
 def check_vocab(data: InstanceFiles, spm_path: str | None, what: str) -> None:
@@ -683,7 +781,10 @@ class InstanceStream(torch.utils.data.IterableDataset):
         """Parse several batches in one call (numpy's per-call overhead amortised), then split them."""
         if not batches:
             return
-        arrays = parse_examples([r for recs, _ in batches for r in recs], self.data.lengths, self.names)
+        try:
+            arrays = parse_examples([r for recs, _ in batches for r in recs], self.data.lengths, self.names)
+        except RecordError as err:
+            raise RecordError(f"{self.data.source}: {err} (not an ALBERT pretraining instance)") from None
         start = 0
         for recs, position in batches:
             part = {k: v[start : start + len(recs)] for k, v in arrays.items()}
@@ -692,8 +793,28 @@ class InstanceStream(torch.utils.data.IterableDataset):
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
-        worker, num = (info.id, info.num_workers) if info is not None else (0, 1)
-        return self.batches(worker, num)
+        if info is None:
+            return self.batches()
+        return self._in_worker(info.id, info.num_workers)
+
+    def _in_worker(self, worker: int, num_workers: int):
+        """The batches of a loader worker process. A UserError (a damaged file) travels as an item: the
+        DataLoader would re-raise it in the training process wrapped in the worker's traceback text;
+        make_loader's loader raises it there as itself, one line."""
+        try:
+            yield from self.batches(worker, num_workers)
+        except UserError as err:
+            yield err
+
+
+class _Loader(torch.utils.data.DataLoader):
+    """A DataLoader that raises the UserError a worker passed on (see InstanceStream._in_worker)."""
+
+    def __iter__(self):
+        for item in super().__iter__():
+            if isinstance(item, UserError):
+                raise item
+            yield item
 
 
 def make_loader(stream: InstanceStream, num_workers: int = 0, pin_memory: bool = False, prefetch: int = 4):
@@ -703,7 +824,7 @@ def make_loader(stream: InstanceStream, num_workers: int = 0, pin_memory: bool =
         kwargs = dict(prefetch_factor=prefetch, persistent_workers=False, multiprocessing_context="fork")
     # Its own generator: creating the loader's iterator must not draw from the global torch RNG
     # (that would shift dropout masks of a resumed run against an uninterrupted one).
-    return torch.utils.data.DataLoader(
+    return _Loader(
         stream,
         batch_size=None,
         num_workers=num_workers,

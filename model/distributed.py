@@ -94,6 +94,20 @@ def broadcast_object(obj, d: Dist):
     return box[0]
 
 
+def on_main(fn, d: Dist) -> None:
+    """Run `fn` on the main rank only (e.g. claiming the run folder). A UserError there is raised on
+    every rank, so no rank waits forever at the next collective for one that has stopped."""
+    error = None
+    if d.is_main:
+        try:
+            fn()
+        except UserError as err:
+            error = str(err)
+    error = broadcast_object(error, d)
+    if error is not None:
+        raise UserError(error)
+
+
 def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Module:
     """The module to run forward/backward through: the model itself (world of one), DDP, or the model
     after fully_shard (FSDP2 shards it in place)."""

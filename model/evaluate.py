@@ -16,6 +16,10 @@ Baselines, measured on exactly the same eval predictions:
 
 Accuracies carry 95% Wilson score intervals. They treat predictions as independent trials; masked
 tokens of one sequence are correlated, so the MLM interval is somewhat optimistic.
+
+Before any work: the checkpoint is verified (model.convert.read_checkpoint), its spm.model must be the
+vocabulary the instances were built with (model.data.check_vocab), and --out must be a file this
+command may write (not a folder, not someone else's file unless --force, in a folder that takes files).
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ import contextlib
 import math
 import sys
 import time
+import uuid
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from model.convert import SPM_NAME, parse_spm
 from model.samples import Baselines, EvalSample
 from model.stats import wilson
 from pipelines import storage
@@ -117,6 +123,17 @@ def summarize(s: dict[str, float]) -> dict[str, float]:
     }
 
 
+def check_ids(ids: np.ndarray, vocab_size: int, source: str) -> None:
+    """Token ids past the model's vocabulary mean instances built with another vocabulary (the model
+    would fail on an index error, bincount would drop them silently)."""
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        bad = int(ids.max()) if int(ids.max()) >= vocab_size else int(ids.min())
+        raise UserError(
+            f"{source} holds token id {bad}, outside the model's vocabulary of {vocab_size}: the "
+            f"instances were built with another vocabulary than the checkpoint's"
+        )
+
+
 def label_counts(data, vocab_size: int, max_records: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(count of every token id among real MLM labels, count of each SOP label) over a split."""
     from model.data import InstanceStream
@@ -129,6 +146,7 @@ def label_counts(data, vocab_size: int, max_records: int | None = None) -> tuple
     for batch, _ in stream.batches():
         ids = batch["masked_lm_ids"].numpy()
         real = batch["masked_lm_weights"].numpy() > 0
+        check_ids(ids[real], vocab_size, data.source)
         tokens += np.bincount(ids[real], minlength=vocab_size)[:vocab_size]
         sop += np.bincount(batch["sentence_order_label"].numpy(), minlength=2)[:2]
         seen += len(ids)
@@ -153,10 +171,11 @@ def evaluate_checkpoint(
     dev = torch.device(
         "cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device
     )
-    model = load_pretrained(checkpoint, "AlbertForPreTraining").to(dev)
-    V = model.config.vocab_size
     eval_data = find_instances(instances, "eval")
     train_data = find_instances(instances, "train")
+    model = load_pretrained(checkpoint, "AlbertForPreTraining").to(dev)  # verified (checksums.json)
+    check_checkpoint_vocab(checkpoint, eval_data)
+    V = model.config.vocab_size
     if eval_data.max_seq_length > model.config.max_position_embeddings:
         raise UserError(
             f"instances have length {eval_data.max_seq_length}, the model covers {model.config.max_position_embeddings}"
@@ -174,10 +193,8 @@ def evaluate_checkpoint(
         ids = batch["masked_lm_ids"].numpy()
         w = batch["masked_lm_weights"].numpy()
         real = w > 0
-        if ids[real].size and ids[real].max() >= V:
-            raise UserError(
-                f"label id {int(ids[real].max())} >= the model's vocab_size {V}: wrong vocabulary"
-            )
+        check_ids(batch["input_ids"].numpy(), V, eval_data.source)  # before the model indexes with them
+        check_ids(ids[real], V, eval_data.source)
         eval_tokens[:] += np.bincount(ids[real], minlength=V)[:V]
         sop = batch["sentence_order_label"].numpy().reshape(-1)
         eval_sop[:] += np.bincount(sop, minlength=2)[:2]
@@ -215,12 +232,10 @@ def evaluate_checkpoint(
             cat["sop_majority_correct"],
         ).to_json(),
     }
-    spm_path = storage.join(checkpoint, "spm.model")
+    spm_path = storage.join(checkpoint, SPM_NAME)
     piece = None
     if storage.isfile(spm_path):
-        import sentencepiece as spm
-
-        piece = spm.SentencePieceProcessor(model_proto=storage.read_bytes(spm_path)).id_to_piece(top_train)
+        piece = parse_spm(spm_path, storage.read_bytes(spm_path)).id_to_piece(top_train)
     return {
         "checkpoint": checkpoint,
         "instances": instances,
@@ -253,6 +268,21 @@ def evaluate_checkpoint(
     }
 
 
+def check_checkpoint_vocab(checkpoint: str, data) -> None:
+    """The checkpoint's spm.model must be the vocabulary the instances were built with (their manifest
+    records its sha256; foreign TFRecords record none)."""
+    from model.data import check_vocab
+
+    spm_path = storage.join(checkpoint, SPM_NAME)
+    if storage.isfile(spm_path):
+        check_vocab(data, spm_path, f"the checkpoint's {SPM_NAME}")
+    elif data.vocab_sha256 is not None:
+        raise UserError(
+            f"{checkpoint} has no {SPM_NAME}, so its vocabulary cannot be checked against {data.source}; "
+            f"copy the vocabulary it was trained with into it as {SPM_NAME} (albert import --spm-model)"
+        )
+
+
 def format_report(r: dict) -> str:
     def pct(d):
         lo, hi = d["ci95"]
@@ -278,6 +308,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--instances", required=True, help="instance folder with eval-*.tfrecord and train-*.tfrecord"
     )
     p.add_argument("--out", default=None, help="JSON report (default: <checkpoint>/eval.json)")
+    p.add_argument(
+        "--force", action="store_true", help="replace an --out file that is not an evaluate report"
+    )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-batches", type=int, default=None, help="evaluate only this many batches")
     p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
@@ -293,6 +326,10 @@ def run(args: argparse.Namespace) -> int:
     from model.checkpoint import resolve
 
     args.checkpoint = resolve(args.checkpoint)
+    out = args.out or storage.join(args.checkpoint, "eval.json")
+    per_sequence = per_sequence_path(out)
+    check_report_out(out, "evaluate", _is_eval_report, args.force)
+    check_report_out(per_sequence, "evaluate", _is_per_sequence, args.force)
     report = evaluate_checkpoint(
         args.checkpoint,
         args.instances,
@@ -302,10 +339,8 @@ def run(args: argparse.Namespace) -> int:
         baseline_records=args.baseline_records,
         log=lambda msg: print(msg, file=sys.stderr),
     )
-    out = args.out or storage.join(args.checkpoint, "eval.json")
-    per_sequence = per_sequence_path(out)
-    storage.write_json(per_sequence, report.pop("per_sequence"), indent=None)
-    storage.write_json(out, {**report, "per_sequence_file": per_sequence})
+    write_report(per_sequence, report.pop("per_sequence"), indent=None)
+    write_report(out, {**report, "per_sequence_file": per_sequence})
     print(format_report(report))
     print(f"wrote {out} and {storage.basename(per_sequence)}")
     return 0
@@ -315,3 +350,73 @@ def per_sequence_path(report_path: str) -> str:
     """Where the per-sequence figures of a report go: eval.json -> eval.per-sequence.json."""
     stem = report_path[: -len(".json")] if report_path.endswith(".json") else report_path
     return stem + ".per-sequence.json"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Report files (`albert evaluate --out`, `albert finetune --out`)
+
+
+def _is_eval_report(data: dict) -> bool:
+    return {"checkpoint", "masked_lm", "sentence_order"} <= set(data)
+
+
+def _is_per_sequence(data: dict) -> bool:
+    return {"model", "baselines"} <= set(data)
+
+
+def _read_report(path: str) -> dict | None:
+    """The JSON object in `path`, or None when it holds something else (read only if it starts like
+    JSON: --out may name a large file of another kind)."""
+    try:
+        with storage.open_read(path) as f:
+            if f.read(1) != b"{":
+                return None
+        data = storage.read_json(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_report_out(path: str, command: str, is_ours, force: bool) -> None:
+    """Before any work: `path` must be a file this command may write: not a folder; not a file of
+    something else (a report `is_ours` recognises is replaced; --force replaces anything); in a folder
+    that takes files (a write is tried there and removed, so a read-only folder fails now, not after
+    the work)."""
+    if storage.isdir(path):
+        raise UserError(
+            f"--out {path} is a folder; give a file name, e.g. {storage.join(path, 'report.json')}"
+        )
+    if storage.exists(path) and not force:
+        data = _read_report(path)
+        if data is None or not is_ours(data):
+            raise UserError(
+                f"--out {path} exists and is not an `albert {command}` report; give another --out, or "
+                f"pass --force to replace it"
+            )
+    _probe_write(path)
+
+
+def _probe_write(path: str) -> None:
+    """Write and remove an empty file in the folder `path` goes to (locally: its nearest existing
+    ancestor, so that no folder is created for a run that may still be refused)."""
+    folder = storage.dirname(path) or "."
+    while not storage.is_url(folder) and not storage.exists(folder):
+        parent = storage.dirname(folder) or "."
+        if parent == folder:
+            break
+        folder = parent
+    if storage.isfile(folder):
+        raise UserError(f"cannot write --out {path}: {folder} is a file, not a folder")
+    probe = storage.join(folder, f".albert-probe-{uuid.uuid4().hex[:8]}")
+    try:
+        storage.write_bytes(probe, b"")
+        storage.remove(probe)
+    except OSError as err:
+        raise UserError(f"cannot write --out {path}: {err.strerror or err}") from None
+
+
+def write_report(path: str, obj, indent: int | None = 2) -> None:
+    try:
+        storage.write_json(path, obj, indent=indent)
+    except OSError as err:  # the disk filled up, the folder went away since check_report_out
+        raise UserError(f"cannot write {path}: {err.strerror or err}") from None

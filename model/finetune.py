@@ -62,6 +62,8 @@ _B_NAMES = ("text_b", "sentence2", "text2", "title")
 
 
 def _from_row(row: dict, where: str) -> Example:
+    if not isinstance(row, dict):
+        raise UserError(f"{where}: expected an object with text_a and label, got {type(row).__name__}")
     a = next((row[k] for k in _A_NAMES if k in row and row[k] is not None), None)
     b = next((row[k] for k in _B_NAMES if k in row and row[k] is not None), None)
     if a is None or "label" not in row:
@@ -152,8 +154,11 @@ class Encoder:
         from pipelines.tokenizer import Tokenizer
 
         if not storage.isfile(spm_path):
-            raise UserError(f"{spm_path} not found: fine-tuning tokenizes with the checkpoint's spm.model")
-        self.tok = Tokenizer.load(spm_path)
+            raise UserError(
+                f"{spm_path} not found: fine-tuning tokenizes with the checkpoint's spm.model; copy the "
+                f"vocabulary it was trained with there"
+            )
+        self.tok = Tokenizer.load(spm_path)  # a damaged file: a UserError naming it
         self.max_len = max_seq_length
 
     def ids(self, text: str) -> np.ndarray:
@@ -336,14 +341,14 @@ def run_finetune(
 ) -> dict:
     """Pretrained vs from scratch, same architecture, data, seed and budget. Returns the report."""
     from model.albert import AlbertForSequenceClassification
-    from model.convert import load_pretrained, read_checkpoint
+    from model.convert import load_state, read_checkpoint
 
     if not train or not dev:
         raise UserError("fine-tuning needs non-empty train and dev sets")
     device = torch.device(
         ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
     )
-    config, _, _ = read_checkpoint(checkpoint)
+    config, state, _ = read_checkpoint(checkpoint)  # verified (checksums.json), read once
     if cfg.max_seq_length > config.max_position_embeddings:
         raise UserError(
             f"--max-seq-length {cfg.max_seq_length} > the model's {config.max_position_embeddings}"
@@ -351,9 +356,15 @@ def run_finetune(
     labels = {lab: i for i, lab in enumerate(sorted({e.label for e in train}))}
     if len(labels) < 2:
         raise UserError("the training data has a single label")
-    enc = Encoder(storage.join(checkpoint, "spm.model"), cfg.max_seq_length)
+    # The model meets text only through the checkpoint's own spm.model (there is no vocabulary option):
+    # it must be there and have exactly the model's vocab_size pieces.
+    spm_path = storage.join(checkpoint, "spm.model")
+    enc = Encoder(spm_path, cfg.max_seq_length)
     if enc.tok.vocab_size != config.vocab_size:
-        raise UserError(f"spm.model has {enc.tok.vocab_size} pieces, the model {config.vocab_size}")
+        raise UserError(
+            f"{spm_path} has {enc.tok.vocab_size} pieces but the model's vocab_size is {config.vocab_size}: "
+            f"not the vocabulary it was trained with; put that one in the checkpoint as spm.model"
+        )
     data = {"train": enc.encode(train, labels), "dev": enc.encode(dev, labels)}
     if test:
         data["test"] = enc.encode(test, labels)
@@ -368,10 +379,9 @@ def run_finetune(
     correct = {}
     for name in ("pretrained", "scratch"):
         torch.manual_seed(cfg.seed)  # same classifier init and dropout stream for both
+        model = AlbertForSequenceClassification(config, num_labels=len(labels))
         if name == "pretrained":
-            model = load_pretrained(checkpoint, AlbertForSequenceClassification, num_labels=len(labels))
-        else:
-            model = AlbertForSequenceClassification(config, num_labels=len(labels))
+            load_state(model, state, source=checkpoint)  # the backbone; the new head stays at its init
         log(f"{name}: fine-tuning on {len(train)} examples")
         hist = train_classifier(model, data["train"], data["dev"], cfg, len(labels), device, log)
         entry = {"training": hist}
@@ -434,6 +444,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dev", help="dev examples (early stopping), with --train")
     p.add_argument("--test", help="test examples, with --train")
     p.add_argument("--out", default=None, help="write the JSON report here")
+    p.add_argument("--force", action="store_true", help="replace an --out file that is not a finetune report")
     p.add_argument("--train-size", type=int, default=2000, help="--task: training subset (0 = all)")
     p.add_argument("--dev-size", type=int, default=500, help="--task: dev examples")
     p.add_argument("--test-size", type=int, default=1000, help="--task: test examples")
@@ -448,8 +459,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=d.device)
 
 
+def _is_finetune_report(data: dict) -> bool:
+    return {"task", "models", "lift"} <= set(data)
+
+
 def run(args: argparse.Namespace) -> int:
+    from model.evaluate import check_report_out, write_report
+
+    if args.out:  # before any work: training takes minutes, a refused report would lose them
+        check_report_out(args.out, "finetune", _is_finetune_report, args.force)
     if args.task:
+        if args.dev or args.test:
+            raise UserError("--dev and --test go with --train; --task brings its own splits")
         train, dev, test = TASKS[args.task](
             train=args.train_size or None, dev=args.dev_size, test=args.test_size
         )
@@ -477,6 +498,6 @@ def run(args: argparse.Namespace) -> int:
     )
     print(format_report(report))
     if args.out:
-        storage.write_json(args.out, report)
+        write_report(args.out, report)
         print(f"wrote {args.out}")
     return 0

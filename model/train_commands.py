@@ -25,6 +25,11 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     d = TrainConfig(instances="", out="")
     p.add_argument("--instances", required=True, help="instance folder (or a glob of foreign TFRecords)")
     p.add_argument("--out", required=True, help="run folder runs/ID: rerun the same command to resume")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into an --out that holds other files (pretrain replaces only the files it writes)",
+    )
     p.add_argument("--config", default=d.model, help="tiny, base, large, xlarge, xxlarge or a config JSON")
     p.add_argument("--vocab", default=None, help="spm.model or its folder (default: from the instances)")
     p.add_argument(
@@ -140,6 +145,7 @@ def pretrain_config(args: argparse.Namespace):
         max_bad_steps=args.max_bad_steps,
         max_minutes=args.max_minutes,
         inject_nan_steps=nan_steps,
+        force=args.force,
     )
 
 

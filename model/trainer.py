@@ -17,7 +17,13 @@ The step (`Trainer.train_step`), for a global batch of B sequences = world x acc
     optimizer.step()
 
 Outputs in runs/ID: checkpoints/step-N/ (model.checkpoint), metrics.jsonl, TensorBoard events under
-tb/, curves.png at the end, train_config.json.
+tb/, curves.png at the end, train_config.json (with the first checkpoint).
+
+Before any work the inputs are checked (docs/trust-training.md): the instances (a finished folder, or
+foreign TFRecords with --vocab), the vocabulary (the one they were built with: sha256 in their
+manifest), the token ids of the first records against it, the model config; then the run folder is
+claimed (pipelines.outdir: ours, new, or --force) and a write probed. A resumed run must see the same
+data (content id), the same vocabulary and the same settings as its checkpoint.
 """
 
 from __future__ import annotations
@@ -113,6 +119,8 @@ class TrainConfig:
     """(run) wall-clock budget: stop (with a checkpoint) when it is used up."""
     inject_nan_steps: tuple[int, ...] = ()
     """(run) testing: make the loss NaN at these steps."""
+    force: bool = False
+    """(run) write into an --out that holds other files (pipelines.outdir.claim)."""
 
     RUN_FIELDS = (
         "out",
@@ -127,6 +135,7 @@ class TrainConfig:
         "eval_batches",
         "max_minutes",
         "inject_nan_steps",
+        "force",
     )
 
     def to_dict(self) -> dict:
@@ -134,9 +143,11 @@ class TrainConfig:
         d["inject_nan_steps"] = list(self.inject_nan_steps)
         return d
 
-    def check_same_run(self, saved: dict) -> None:
+    def check_same_run(self, saved: dict, ignore: tuple[str, ...] = ()) -> None:
+        """Refuse to resume a run saved with other settings (`ignore`: fields compared otherwise)."""
         mine = self.to_dict()
-        diff = [k for k in mine if k not in self.RUN_FIELDS and k in saved and mine[k] != saved[k]]
+        fixed = [k for k in mine if k not in self.RUN_FIELDS and k not in ignore]
+        diff = [k for k in fixed if k in saved and mine[k] != saved[k]]
         if diff:
             detail = ", ".join(f"{k}: {saved[k]!r} -> {mine[k]!r}" for k in diff)
             raise UserError(
@@ -156,26 +167,130 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def build_model_config(cfg: TrainConfig, vocab_size: int | None) -> AlbertConfig:
+def build_model_config(cfg: TrainConfig, vocab_size: int | None, vocab: str | None = None) -> AlbertConfig:
+    """The preset or config file, with --set overrides; vocab_size is the vocabulary's size."""
     if cfg.model.endswith(".json"):
-        config = AlbertConfig.from_json_file(cfg.model)
+        check_config_fields(cfg.model)
+        try:
+            config = AlbertConfig.from_json_file(cfg.model)
+        except UserError as err:  # not JSON, a value out of range: name the file when it does not
+            raise UserError(str(err) if cfg.model in str(err) else f"--config {cfg.model}: {err}") from None
     else:
         config = AlbertConfig.from_preset(cfg.model)
     changes = dict(cfg.model_overrides)
+    known = {f.name for f in dataclasses.fields(AlbertConfig)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise UserError(f"--set {unknown[0]}: not a model config field (known: {', '.join(sorted(known))})")
     if vocab_size is not None:
+        if changes.get("vocab_size", vocab_size) != vocab_size:
+            raise UserError(
+                f"--set vocab_size={changes['vocab_size']}: the model's vocab_size is the size of the "
+                f"vocabulary {vocab} ({vocab_size}); drop --set vocab_size"
+            )
         changes["vocab_size"] = vocab_size
-    return config.replace(**changes) if changes else config
+    try:
+        return config.replace(**changes) if changes else config
+    except (TypeError, ValueError) as err:  # a value of the wrong kind, e.g. --set hidden_size=big
+        raise UserError(
+            f"--set {', '.join(f'{k}={v!r}' for k, v in cfg.model_overrides.items())}: {err}"
+        ) from None
 
 
-def _vocab_path(cfg: TrainConfig, manifest_vocab: str | None) -> str | None:
-    path = cfg.vocab or manifest_vocab
+# Keys of real config files that are not AlbertConfig fields: the original albert_config.json's fixed
+# options and albert_zh's BERT leftovers (Google format); transformers' generic keys (its format).
+_GOOGLE_KEYS = {
+    "ln_type", "layers_to_keep", "net_structure_type", "gap_size", "num_memory_blocks", "down_scale_factor",
+    "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
+    "pooler_size_per_head", "pooler_type",
+}  # fmt: skip
+_HF_KEYS = {
+    "bos_token_id", "eos_token_id", "sep_token_id", "tie_word_embeddings", "position_embedding_type",
+    "classifier_dropout",
+}  # fmt: skip
+
+
+def check_config_fields(path: str) -> None:
+    """Refuse a misspelt field in a --config file (AlbertConfig's readers ignore keys they do not know,
+    so "hidden_sizze": 64 would silently train the default size). albert_config.json (no model_type)
+    has a fixed set of keys: any other is refused. transformers' config.json carries many keys of its
+    own: there a key close to one of our fields is taken for a typo."""
+    import difflib
+
+    try:
+        data = storage.read_json(path)
+    except (OSError, ValueError):
+        return  # missing or not JSON: AlbertConfig.from_json_file says so
+    if not isinstance(data, dict):
+        return
+    fields = sorted(f.name for f in dataclasses.fields(AlbertConfig) if f.name != "extra")
+    google = "model_type" not in data and "architectures" not in data
+    for key in data:
+        if key in fields or key in _GOOGLE_KEYS or (not google and key in _HF_KEYS):
+            continue
+        near = difflib.get_close_matches(key, fields, n=1, cutoff=0.8)
+        if google or near:
+            hint = f"did you mean {near[0]!r}?" if near else f"known: {', '.join(fields)}"
+            raise UserError(f"--config {path}: unknown field {key!r} ({hint})")
+
+
+def run_vocabulary(cfg: TrainConfig, data) -> str | None:
+    """The run's spm.model: --vocab, else the one the instances' manifest.json names; checked against
+    the sha256 the manifest recorded when the instances were built. Foreign TFRecords (no manifest)
+    need --vocab: nothing else says which vocabulary made their ids. None only for our instances
+    without a recorded vocabulary (synthetic benchmark data): the config's vocab_size stands."""
+    from model.data import check_vocab
+
+    if cfg.vocab is None and data.foreign:
+        raise UserError(
+            f"--instances {data.source} names TFRecord files without an `albert instances` manifest, so "
+            f"nothing says which vocabulary built them; pass --vocab (their spm.model or its folder)"
+        )
+    path = cfg.vocab or data.vocab_model
     if path is None:
         return None
     if not path.endswith(".model"):
         path = storage.join(path, "spm.model")
     if not storage.isfile(path):
         raise UserError(f"vocabulary not found: {path} (pass --vocab DIR)")
+    if cfg.vocab is not None:
+        check_vocab(data, path, "--vocab")
+    elif data.vocab_sha256 and storage.sha256(path) != data.vocab_sha256:
+        raise UserError(
+            f"{path} changed since {data.source} was built with it (its sha256 differs from the one in "
+            f"manifest.json, e.g. the vocabulary was retrained in place); restore that vocabulary and pass "
+            f"it with --vocab, or rebuild the instances"
+        )
     return path
+
+
+def check_token_ids(batch: dict, vocab_size: int, source: str, vocab: str) -> None:
+    """Every token id must be a row of the embedding table; else the forward pass fails deep inside
+    (an IndexError, or a device-side assert on CUDA). A max over the CPU batch: cheap next to a step."""
+    ids = [batch[k] for k in ("input_ids", "masked_lm_ids") if k in batch]
+    top = max(int(t.max()) for t in ids)
+    low = min(int(t.min()) for t in ids)
+    if top >= vocab_size or low < 0:
+        bad = top if top >= vocab_size else low
+        raise UserError(
+            f"{source}: the records hold token id {bad}, outside {vocab} ({vocab_size} ids): they were built "
+            f"with another vocabulary; pass the --vocab they were built with"
+        )
+
+
+def claim_run_folder(out: str, force: bool) -> None:
+    """--out must be new, empty, a run folder of ours, or taken with --force (pipelines.outdir), and
+    writable: the marker is written (again) as a probe, before any work."""
+    from pipelines import outdir
+
+    try:
+        outdir.claim(out, "pretrain", force=force, legacy=("train_config.json", "checkpoints"))
+        marker = storage.join(out, outdir.MARKER)
+        storage.write_bytes(marker, storage.read_bytes(marker))  # claim leaves an existing marker alone
+    except OSError as err:
+        raise UserError(
+            f"cannot write to --out {out} ({err.strerror or err}); give a folder you can write to"
+        ) from None
 
 
 def read_metrics(path: str) -> list[dict]:
@@ -267,7 +382,7 @@ class MetricsLog:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig):
-        from model.data import find_instances
+        from model.data import NoSplit, find_instances
 
         self.cfg = cfg
         if cfg.steps < 1 or cfg.batch_size < 1:
@@ -281,24 +396,31 @@ class Trainer:
         bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and self.device.type == "cuda")
         self.precision = "bf16" if bf16 else "fp32"
 
+        # The inputs, checked before anything is written.
         self.train_data = find_instances(cfg.instances, "train")
-        self.spm_path = _vocab_path(cfg, self.train_data.vocab_model)
+        self.spm_path = run_vocabulary(cfg, self.train_data)
         vocab_size = None
         if self.spm_path:
             from pipelines.tokenizer import Tokenizer
 
             vocab_size = Tokenizer.load(self.spm_path).vocab_size
-        self.config = build_model_config(cfg, vocab_size)
+        self.config = build_model_config(cfg, vocab_size, self.spm_path)
+        self.vocab_label = self.spm_path or f"the vocab_size of --config {cfg.model}"
         if self.train_data.max_seq_length > self.config.max_position_embeddings:
             raise UserError(
                 f"instances have length {self.train_data.max_seq_length} > max_position_embeddings "
                 f"{self.config.max_position_embeddings}"
             )
+        self._check_first_records()
         self.micro, self.accum, self.memory_note = self._micro_batch()
-        try:
+        try:  # a missing eval split is allowed; a damaged or partly copied one is not
             self.eval_data = find_instances(cfg.instances, "eval") if storage.isdir(cfg.instances) else None
-        except UserError:
+        except NoSplit:
             self.eval_data = None
+        if cfg.init_checkpoint:
+            self._check_init_vocabulary(cfg.init_checkpoint)
+        # The run folder: ours and writable (main rank; the others learn of a refusal and stop too).
+        distx.on_main(lambda: claim_run_folder(cfg.out, cfg.force), self.dist)
 
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank
         self.model = AlbertForPreTraining(self.config)
@@ -365,6 +487,34 @@ class Trainer:
             )
         return micro, cfg.batch_size // (micro * world), note
 
+    def _check_first_records(self, count: int = 256) -> None:
+        """The token ids of the first records against the vocabulary, before any work (the batches of
+        the run are checked too, as they come)."""
+        import itertools
+
+        from model.data import RecordError, iter_records, parse_examples, to_torch
+
+        data = self.train_data
+        first = itertools.islice((r for path in data.files for r, _ in iter_records(path)), count)
+        try:
+            arrays = parse_examples(list(first), data.lengths, ("input_ids", "masked_lm_ids"))
+        except RecordError as err:
+            raise RecordError(f"{data.source}: {err} (not an ALBERT pretraining instance)") from None
+        check_token_ids(to_torch(arrays), self.config.vocab_size, self.cfg.instances, self.vocab_label)
+
+    def _check_init_vocabulary(self, init: str) -> None:
+        """--init-checkpoint's weights belong to its spm.model: it must be this run's vocabulary (a
+        checkpoint without one, e.g. an imported TF checkpoint, is checked by vocab_size only)."""
+        theirs = storage.join(init, "spm.model")
+        if self.spm_path is None or not storage.isfile(theirs):
+            return
+        if storage.sha256(theirs) != storage.sha256(self.spm_path):
+            raise UserError(
+                f"--init-checkpoint {init} was trained with another vocabulary than {self.spm_path} (its "
+                f"spm.model differs): its embeddings would mean other tokens; use instances built with "
+                f"its vocabulary"
+            )
+
     def _unigram_output_bias(self, max_records: int = 50_000) -> None:
         """predictions.bias = log p(label) over (a sample of) the train split, add-one smoothed. The same
         on every rank (the same records, read in file order)."""
@@ -382,20 +532,15 @@ class Trainer:
 
         path = ckpt.latest(self.cfg.out)
         if path is None:
-            if self.dist.is_main:
-                saved_cfg = storage.join(self.cfg.out, "train_config.json")
-                if storage.exists(saved_cfg):
-                    self.cfg.check_same_run(storage.read_json(saved_cfg))
-                storage.write_json(saved_cfg, self.cfg.to_dict(), indent=1)
+            # A fresh run. The settings lock with the first checkpoint (train_config.json is written
+            # with it): a run that failed before one can be rerun with corrected options. The log of
+            # such a run is dropped, not continued.
+            if self.files is not None and os.path.exists(self.files.path("metrics.jsonl")):
+                os.remove(self.files.path("metrics.jsonl"))
             return
         loaded = ckpt.load(path)
         state = loaded.trainer
-        self.cfg.check_same_run(state["train_config"])
-        if state["world_size"] != self.dist.world_size:
-            raise UserError(
-                f"{path} was written by {state['world_size']} ranks; resume with the same number "
-                f"(the data position is per rank)"
-            )
+        self._check_resumable(path, state)
         ckpt.load_model_state(self.model, loaded.model_tensors)
         ckpt.load_optimizer_state(self.model, self.optimizer, loaded.optimizer_tensors, loaded.optimizer_json)
         mine = state["ranks"][self.dist.rank]
@@ -414,6 +559,57 @@ class Trainer:
             with open(metrics, "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(r) + "\n" for r in rows)
 
+    def _check_resumable(self, path: str, state: dict) -> None:
+        """The checkpoint must continue THIS run: the same settings, the same data (by content, so the
+        instances may move, e.g. to gs://, but not change), the same vocabulary, the same world size."""
+        data = state.get("data")
+        if data is None:  # written before checkpoints recorded their data: paths are all there is
+            self.cfg.check_same_run(state["train_config"])
+            if self.dist.is_main:
+                print(
+                    f"warning: {path} does not record the data it was trained on (an older checkpoint): "
+                    f"cannot check that {self.cfg.instances} still holds it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        else:
+            self.cfg.check_same_run(state["train_config"], ignore=("instances", "vocab", "model"))
+            if data.get("content_id") != self.train_data.content_id:
+                raise UserError(
+                    f"{self.cfg.instances} does not hold the data {path} was trained on (its files changed "
+                    f"since: rebuilt or replaced); resume with that data, or train on this data in a new --out"
+                )
+        # Both configs through today's AlbertConfig: a field added since takes its default in both.
+        saved_model = AlbertConfig.from_hf_dict(storage.read_json(storage.join(path, "config.json")))
+        saved_model, model = (json.loads(json.dumps(c.to_hf_dict())) for c in (saved_model, self.config))
+        diff = sorted(k for k in set(saved_model) | set(model) if saved_model.get(k) != model.get(k))
+        if diff:  # e.g. the --config file was edited in place: its path alone did not change
+            detail = ", ".join(f"{k}: {saved_model.get(k)!r} -> {model.get(k)!r}" for k in diff[:3])
+            raise UserError(
+                f"--config {self.cfg.model} now describes another model than {path} ({detail}); resume "
+                f"with the config the run started with, or use a new --out"
+            )
+        theirs = storage.join(path, "spm.model")
+        if (
+            self.spm_path
+            and storage.isfile(theirs)
+            and storage.sha256(theirs) != storage.sha256(self.spm_path)
+        ):
+            raise UserError(
+                f"{self.spm_path} is not the vocabulary {path} was trained with (its spm.model differs); "
+                f"resume with that vocabulary, or start a new run in a new --out"
+            )
+        if state["world_size"] != self.dist.world_size:
+            raise UserError(
+                f"{path} was written by {state['world_size']} ranks; resume with the same number "
+                f"(the data position is per rank)"
+            )
+
+    def _checkpoint_config(self) -> dict:
+        config_json = self.config.to_hf_dict()
+        config_json["architectures"] = ["AlbertForPreTraining"]
+        return config_json
+
     def save(self) -> str:
         """Gather everything (collective), write step-N on rank 0, wait for it."""
         model_tensors = ckpt.model_state(self.model)
@@ -424,12 +620,10 @@ class Trainer:
         rng_tensors = distx.all_gather_objects(rng["tensors"], self.dist)
         path = None
         if self.dist.is_main:
-            config_json = self.config.to_hf_dict()
-            config_json["architectures"] = ["AlbertForPreTraining"]
             path = ckpt.save(
                 self.cfg.out,
                 self.step,
-                config_json=config_json,
+                config_json=self._checkpoint_config(),
                 model_tensors=model_tensors,
                 optimizer_tensors=opt_tensors,
                 optimizer_json=opt_json,
@@ -439,12 +633,15 @@ class Trainer:
                     "schedule": self.schedule.state_dict(),
                     "counters": self.counters,
                     "train_config": self.cfg.to_dict(),
+                    "data": {"instances": self.cfg.instances, "content_id": self.train_data.content_id},
                     "ranks": ranks,
                 },
                 rng_tensors={f"{k}@{r}": v for r, t in enumerate(rng_tensors) for k, v in t.items()},
                 spm_model=self.spm_path,
                 keep=self.cfg.keep_last,
             )
+            # The run's settings, for people and for `outdir` (a run folder); they lock from now on.
+            storage.write_json(storage.join(self.cfg.out, "train_config.json"), self.cfg.to_dict(), indent=1)
         distx.barrier(self.dist)
         return path or ckpt.step_dir(self.cfg.out, self.step)
 
@@ -583,6 +780,7 @@ class Trainer:
                 micro = []
                 for _ in range(self.accum):
                     batch, self.position = next(batches)
+                    check_token_ids(batch, self.config.vocab_size, cfg.instances, self.vocab_label)
                     micro.append(batch)
                 m = self.train_step(micro)
                 self.step += 1
@@ -596,10 +794,18 @@ class Trainer:
                     )
                     if consecutive_bad >= cfg.max_bad_steps:
                         good = ckpt.latest(cfg.out)
+                        # The settings lock with the first checkpoint: a lower --lr reruns in place only
+                        # when there is none yet.
+                        how = (
+                            f"Last good checkpoint: {good}. Lower --lr in a new --out (--init-checkpoint "
+                            f"{good} to start from its weights), or check the data."
+                            if good
+                            else "No checkpoint yet: rerun with a lower --lr, or check the data."
+                        )
                         raise TrainingDiverged(
                             f"loss/gradient non-finite for {consecutive_bad} steps in a row (steps "
                             f"{self.step - consecutive_bad + 1}-{self.step}); stopped without writing a checkpoint. "
-                            f"Last good checkpoint: {good or 'none'}. Lower --lr or check the data."
+                            + how
                         )
                 else:
                     consecutive_bad = 0

@@ -15,10 +15,33 @@ import gzip
 import hashlib
 import io
 import json
+import zlib
 from collections.abc import Iterator
 
 from pipelines import storage
 from pipelines.errors import UserError
+
+# What reading a damaged file raises: gzip/bz2 headers and CRCs (OSError), a stream that ends early
+# (EOFError), corrupt deflate data (zlib.error), a file that vanished or cannot be opened (OSError).
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+class UnreadableFile(UserError):
+    """An input file that cannot be read to its end. Raised by the readers here with one line naming
+    the file; the instance stage turns it into a stage failure, `albert vocab` into an error."""
+
+
+def unreadable(path: str, err: BaseException) -> UnreadableFile:
+    """The one-line error for `err` met while reading `path`."""
+    if isinstance(err, EOFError):
+        problem = "is truncated (its compressed data ends early)"
+    elif isinstance(err, IsADirectoryError):
+        problem = "is a folder, not a file"
+    elif isinstance(err, (FileNotFoundError, PermissionError)):
+        problem = f"cannot be read ({err.strerror})"
+    else:
+        problem = f"is corrupt ({type(err).__name__}: {err})"
+    return UnreadableFile(f"{path} {problem}")
 
 
 def content_id(kind: str, text: str) -> str:
@@ -37,14 +60,28 @@ def open_text(path: str) -> io.TextIOBase:
     """Open a text file, a local path or any URL (gs://...), .gz/.bz2 decompressed by extension.
     Undecodable bytes become U+FFFD replacement characters so one bad byte never loses a document;
     the instance stage counts them."""
+    if storage.isdir(path):
+        raise UnreadableFile(f"{path} is a folder, not a file")
     if not storage.isfile(path):
-        raise UserError(f"input file not found: {path}")
-    raw = storage.open_read(path)
+        raise UnreadableFile(f"input file not found: {path}")
+    try:
+        raw = storage.open_read(path)
+    except READ_ERRORS as err:
+        raise unreadable(path, err) from None
     if path.endswith(".gz"):
         raw = gzip.GzipFile(fileobj=raw)
     elif path.endswith(".bz2"):
         raw = bz2.BZ2File(raw)
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
+
+
+def _read_lines(path: str) -> Iterator[str]:
+    """The lines of `path` (open_text); a damaged file raises UnreadableFile naming it."""
+    with open_text(path) as f:
+        try:
+            yield from f
+        except READ_ERRORS as err:
+            raise unreadable(path, err) from None
 
 
 def read_text_documents(path: str) -> Iterator[dict]:
@@ -54,51 +91,59 @@ def read_text_documents(path: str) -> Iterator[dict]:
     name = storage.basename(path)
     sentences: list[str] = []
     n = 0
-    with open_text(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                sentences.append(line)
-                continue
-            if sentences:
-                yield make_document(f"text:{name}:{n}", "text", sentences)
-                n += 1
-                sentences = []
+    for line in _read_lines(path):
+        line = line.strip()
+        if line:
+            sentences.append(line)
+            continue
+        if sentences:
+            yield make_document(f"text:{name}:{n}", "text", sentences)
+            n += 1
+            sentences = []
     if sentences:
         yield make_document(f"text:{name}:{n}", "text", sentences)
 
 
 def corpus_files(corpus_dir: str) -> list[str]:
     """The document shards of a finished corpus stage (it must have its manifest.json)."""
+    from pipelines import outdir
+
     corpus_dir = corpus_dir.rstrip("/")
+    if not storage.isdir(corpus_dir):
+        raise UserError(f"--corpus {corpus_dir}: no such folder (give the --out of `albert corpus`)")
+    stage = outdir.owner(corpus_dir)
+    if stage and stage != "corpus":
+        raise UserError(f"--corpus {corpus_dir} holds the output of `albert {stage}`, not a corpus")
     if not storage.exists(storage.join(corpus_dir, "manifest.json")):
-        raise UserError(f"{corpus_dir} has no manifest.json: not a finished corpus-stage folder")
+        raise UserError(
+            f"--corpus {corpus_dir} has no manifest.json: not a finished `albert corpus` folder "
+            f"(finish it with `albert corpus ... --out {corpus_dir}`, or give another --corpus)"
+        )
     files = storage.glob(storage.join(corpus_dir, "docs-*.jsonl.gz"))
     if not files:
-        raise UserError(f"{corpus_dir} has no docs-*.jsonl.gz shards")
+        raise UserError(f"--corpus {corpus_dir} has no docs-*.jsonl.gz shards (the folder is damaged)")
     return files
 
 
 def read_jsonl_documents(path: str) -> Iterator[dict]:
     """One JSON document per line (corpus-stage shards). Lines that do not parse are yielded as
     `{"_error": reason, "_raw": line}` so the caller can dead-letter them instead of crashing."""
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                doc = json.loads(line)
-            except ValueError as err:
-                yield {"_error": f"malformed_json: {err}", "_raw": line[:1000], "_where": where}
-                continue
-            if (
-                not isinstance(doc, dict)
-                or not isinstance(doc.get("id"), str)
-                or not isinstance(doc.get("sentences"), list)
-            ):
-                doc_id = doc.get("id") if isinstance(doc, dict) and isinstance(doc.get("id"), str) else None
-                yield {"_error": "malformed_document: not an object with a string id and a list of sentences",
-                       "id": doc_id, "_raw": line[:1000], "_where": where}  # fmt: skip
-                continue
-            yield doc
+    for lineno, line in enumerate(_read_lines(path), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            doc = json.loads(line)
+        except ValueError as err:
+            yield {"_error": f"malformed_json: {err}", "_raw": line[:1000], "_where": where}
+            continue
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("id"), str)
+            or not isinstance(doc.get("sentences"), list)
+        ):
+            doc_id = doc.get("id") if isinstance(doc, dict) and isinstance(doc.get("id"), str) else None
+            yield {"_error": "malformed_document: not an object with a string id and a list of sentences",
+                   "id": doc_id, "_raw": line[:1000], "_where": where}  # fmt: skip
+            continue
+        yield doc

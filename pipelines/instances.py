@@ -9,6 +9,13 @@
       | CombineGlobally(merge_stats) | WriteStats      -> stats.json
     driver, after the run: manifest.json (inputs + hashes, options, vocab hash, counts, output hashes)
 
+Unusable documents are skipped and written to the dead letter with their reason. `empty` (nothing left
+after normalisation) is a legitimate skip; every other reason (malformed JSON or document, invalid
+UTF-8, no gold words for --whole-word gold) means broken input or input that does not suit the options,
+so it counts against --max-dead-letter-fraction: past it the stage fails instead of writing a manifest.
+A file that cannot be read to its end (truncated or corrupt .gz/.bz2) fails the stage: the documents
+it would have held cannot be counted, and instances must be built from all of their input or not at all.
+
 Groups are consecutive documents of ONE input file and never need a shuffle of documents, so memory
 per worker is bounded by the group size whatever the corpus size, and the files written depend only on
 the input, the options and the seed: not on the runner, the number of workers, or processing order.
@@ -27,8 +34,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import documents, peoples_daily, storage
-from pipelines.errors import UserError
+from pipelines import documents, outdir, peoples_daily, storage
+from pipelines.documents import UnreadableFile
+from pipelines.errors import StageFailed, UserError, check_dead_letters
 from pipelines.instance_builder import (
     InstanceConfig,
     PreparedDoc,
@@ -44,6 +52,8 @@ from pipelines.tokenizer import WHOLE_WORD_MODES, Tokenizer
 
 NAMESPACE = "albert.instances"
 PASSES_BEAM_ARGS = True  # unknown CLI options go to Beam's PipelineOptions
+LEGITIMATE_SKIPS = ("empty",)  # skip reasons that are no dead letter (see the module docstring)
+MAX_DEAD_LETTER_FRACTION = 0.01
 
 
 @dataclass
@@ -65,11 +75,22 @@ def iter_documents(kind: str, path: str):
     raise ValueError(f"unknown input kind {kind!r}")
 
 
+def _documents(kind: str, path: str, unreadable: list[str]):
+    """iter_documents; a file that cannot be read to its end ends the stream, its error noted in
+    `unreadable`."""
+    try:
+        yield from iter_documents(kind, path)
+    except UnreadableFile as err:
+        unreadable.append(str(err))
+
+
 class ReadGroups(beam.DoFn):
     """(index, kind, path) -> Group elements, plus one "read" stats dict per input file.
 
     Unusable documents go to `skipped-<index>.jsonl.gz` in `out_dir` (dead letter: id, reason, where,
-    and the raw line when there is one), written by the worker that reads that input file."""
+    and the raw line when there is one), written by the worker that reads that input file. A file
+    that cannot be read to its end is reported in the stats ("unreadable"), never raised: an exception
+    would reach the driver as a runner-specific traceback, the stats reach it as data."""
 
     def __init__(self, config: InstanceConfig, out_dir: str):
         self.config = config
@@ -87,7 +108,8 @@ class ReadGroups(beam.DoFn):
         notes = {"train": Counter(), "eval": Counter()}
         skipped: list[dict] = []
         n_read = 0
-        for n, doc in enumerate(iter_documents(kind, path)):
+        unreadable: list[str] = []
+        for n, doc in enumerate(_documents(kind, path, unreadable)):
             n_read += 1
             self.read.inc()
             doc_notes: Counter = Counter()
@@ -117,9 +139,10 @@ class ReadGroups(beam.DoFn):
             dead_letter = storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz")
             lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped)
             storage.write_bytes(dead_letter, gzip.compress(lines.encode(), mtime=0))
-        yield beam.pvalue.TaggedOutput(
-            "read", {"documents_read": n_read, "skipped": dict(Counter(r["reason"] for r in skipped))}
-        )
+        read = {"documents_read": n_read, "skipped": dict(Counter(r["reason"] for r in skipped))}
+        if unreadable:
+            read["unreadable"] = [f"{unreadable[0]}, after {n_read} documents"]
+        yield beam.pvalue.TaggedOutput("read", read)
 
 
 class WriteGroupFiles(beam.DoFn):
@@ -205,7 +228,9 @@ class CreateInstances(beam.PTransform):
 
 
 def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int, str, str]]:
-    """The input files as (index, kind, path), sorted by path so indices do not depend on glob order."""
+    """The input files as (index, kind, path), sorted by path so indices do not depend on glob order.
+    UserError, before any work, for a pattern that matches nothing, a folder, or input files that are
+    all empty."""
     if text and corpus:
         raise UserError("give either --text or --corpus, not both")
     if corpus:
@@ -214,16 +239,26 @@ def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int
         paths = []
         for pattern in text:
             matched = storage.glob(pattern)
+            if not matched and storage.isdir(pattern):
+                folder = pattern.rstrip("/")
+                raise UserError(
+                    f"--text {pattern} is a folder: give its files (e.g. --text '{folder}/*.txt')"
+                )
             if not matched:
                 raise UserError(f"no input file matches {pattern}")
             paths += matched
-        items = [("text", p) for p in sorted(set(paths))]
+        paths = sorted(set(paths))
+        if all(storage.size(p) == 0 for p in paths):
+            raise UserError(
+                f"--text {' '.join(text)}: the input is empty (0 bytes); nothing to build instances from"
+            )
+        items = [("text", p) for p in paths]
     else:
         items = [("peoples-daily", peoples_daily.sample_path())]
     return [(i, kind, path) for i, (kind, path) in enumerate(sorted(items, key=lambda x: x[1]))]
 
 
-def summarize(stats: dict, config: InstanceConfig) -> dict:
+def summarize(stats: dict, config: InstanceConfig | None = None) -> dict:
     """Headline figures of a run, computed from the merged stats (per split and overall)."""
     kept = sum(stats.get(split, {}).get("documents", 0) for split in ("train", "eval"))
     skipped = sum(stats.get("skipped", {}).values())
@@ -259,25 +294,132 @@ def summarize(stats: dict, config: InstanceConfig) -> dict:
     return out
 
 
+def check_accounting(stats: dict, written: list[str]) -> None:
+    """StageFailed unless every document read was kept or skipped, and the TFRecord files on disk are
+    the ones the stats list (the counters and the files must tell the same story)."""
+    acc = summarize(stats)["accounting"]
+    problems = []
+    if not acc["balanced"]:
+        problems.append(
+            f"documents read {acc['documents_read']} != kept {acc['documents_kept']} "
+            f"+ skipped {acc['documents_skipped']}"
+        )
+    listed = {f["name"] for split in ("train", "eval") for f in stats.get(split, {}).get("files", [])}
+    on_disk = {storage.basename(p) for p in written}
+    if listed != on_disk:
+        problems.append(f"{len(on_disk)} TFRecord files on disk, the stats list {len(listed)}")
+    if problems:
+        raise StageFailed("instance accounting failed, no manifest written: " + "; ".join(problems))
+
+
+def dead_letters(stats: dict) -> dict[str, int]:
+    """Skipped documents that are dead letters, by reason (every skip but LEGITIMATE_SKIPS)."""
+    return {r: n for r, n in stats.get("skipped", {}).items() if r not in LEGITIMATE_SKIPS}
+
+
+def check_outcome(
+    stats: dict, out_dir: str, max_dead_letter_fraction: float, source: str = "the input"
+) -> None:
+    """StageFailed when the run must not be published: an input file could not be read to its end,
+    the input held no document, too much of it went to the dead letter, nothing was kept, or no
+    training instance came out."""
+    unreadable = stats.get("unreadable", [])
+    if unreadable:
+        more = f" (and {len(unreadable) - 1} more unreadable files)" if len(unreadable) > 1 else ""
+        raise StageFailed(f"{unreadable[0]}{more}: fix or remove it; no manifest written")
+    read = stats.get("documents_read", 0)
+    if read == 0:
+        raise StageFailed(f"{source} holds no document (nothing but blank lines); no manifest written")
+    dead = dead_letters(stats)
+    check_dead_letters(
+        dead,
+        read,
+        max_dead_letter_fraction,
+        "documents",
+        storage.join(out_dir, "skipped-*.jsonl.gz"),
+        lambda reason: _first_skipped(out_dir, reason),
+    )
+    skipped = sum(stats.get("skipped", {}).values())
+    if skipped == read:
+        raise StageFailed(
+            f"all {read} documents of {source} were skipped as empty; nothing to build instances from"
+        )
+    if not stats.get("train", {}).get("instances"):
+        raise StageFailed(
+            f"no training instance came out of {read - skipped} documents of {source} "
+            f"({stats.get('train', {}).get('documents', 0)} in the train split): "
+            f"give more text, or lower --eval-fraction; no manifest written"
+        )
+
+
+def _first_skipped(out_dir: str, reason: str) -> str | None:
+    """Where the first dead-letter record of `reason` came from (for the error message)."""
+    for path in storage.glob(storage.join(out_dir, "skipped-*.jsonl.gz")):
+        for line in gzip.decompress(storage.read_bytes(path)).decode("utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("reason") == reason:
+                return record.get("where")
+    return None
+
+
+def describe_inputs(inputs: list[tuple[int, str, str]]) -> list[dict]:
+    """The inputs as the manifest records them (kind, path, content hash)."""
+    from pipelines.manifest import file_sha256
+
+    return [{"kind": kind, "path": path, "sha256": file_sha256(path)} for _, kind, path in inputs]
+
+
+def check_previous(out_dir: str, inputs: list[dict], vocab_sha: str, config: InstanceConfig, force: bool):
+    """UserError when out_dir holds finished instances of other inputs, vocabulary or options (as
+    `albert corpus` does): replacing them takes --force."""
+    path = storage.join(out_dir, "manifest.json")
+    if force or not storage.exists(path):
+        return
+    try:
+        previous = storage.read_json(path)
+        same = (
+            previous["inputs"] == inputs
+            and previous["vocab"]["sha256"] == vocab_sha
+            and previous["config"] == json.loads(json.dumps(asdict(config)))
+        )
+    except (ValueError, KeyError, TypeError):
+        same = False
+    if not same:
+        raise UserError(
+            f"--out {out_dir} holds instances of other inputs, vocabulary or options; pass --force "
+            f"to replace them, or give another --out"
+        )
+
+
 def run_pipeline(
     inputs: list[tuple[int, str, str]],
     vocab_dir: str,
     out_dir: str,
     config: InstanceConfig,
     beam_args: list[str],
+    *,
+    force: bool = False,
+    max_dead_letter_fraction: float = MAX_DEAD_LETTER_FRACTION,
 ) -> dict:
-    """Run the pipeline and write manifest.json last. Returns the manifest."""
+    """Run the pipeline and write manifest.json last. Returns the manifest.
+
+    Before any work: the vocabulary loads, `out_dir` is ours (pipelines.outdir.claim) and holds no
+    finished instances of other inputs or options (unless force). After the run: StageFailed, and no
+    manifest, when the accounting does not balance or the outcome is not usable (check_outcome)."""
     from pipelines.manifest import file_sha256, read_manifest, write_manifest
 
     vocab_model = vocab_dir.rstrip("/") + "/spm.model" if not vocab_dir.endswith(".model") else vocab_dir
     if not storage.isfile(vocab_model):
         raise UserError(f"no spm.model in {vocab_dir}: train one with `albert vocab --out DIR`")
-    Tokenizer(
-        storage.read_bytes(vocab_model)
-    )  # fail now, in the driver, on a vocabulary without [CLS]/[SEP]/[MASK]
-    storage.makedirs(out_dir)
+    Tokenizer.load(vocab_model)  # fail now, in the driver, on a damaged vocabulary or one without [CLS]...
+    # A folder of a run from before the markers, that failed before its manifest, is still ours (the
+    # flows cannot pass --force): the first file of every run has this name.
+    outdir.claim(out_dir, "instances", force=force, legacy=("train-00000-00000-000.tfrecord",))
+    described = describe_inputs(inputs)
+    vocab_sha = file_sha256(vocab_model)
+    check_previous(out_dir, described, vocab_sha, config, force)
     storage.remove(storage.join(out_dir, "manifest.json"))  # this folder is incomplete until we finish
-    for pattern in ("*.tfrecord", "skipped-*.jsonl.gz"):
+    for pattern in ("*.tfrecord", "skipped-*.jsonl.gz", "stats.json"):
         for stale in storage.glob(storage.join(out_dir, pattern)):
             storage.remove(stale)
     if not any(a.startswith("--runner") for a in beam_args):
@@ -293,6 +435,17 @@ def run_pipeline(
     elapsed = time.time() - started
     stats = storage.read_json(storage.join(out_dir, "stats.json"))
     files = storage.glob(storage.join(out_dir, "*.tfrecord"))
+    paths = [path for _, _, path in inputs]
+    source = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more files" if len(paths) > 3 else "")
+    try:
+        check_accounting(stats, files)
+        check_outcome(stats, out_dir, max_dead_letter_fraction, source)
+    except StageFailed:
+        # No half output a reader could take for instances (a glob of *.tfrecord); stats.json and the
+        # dead letter stay, to see why.
+        for path in files:
+            storage.remove(path)
+        raise
     vocab_manifest = None
     try:
         vocab_manifest = read_manifest(storage.dirname(vocab_model))
@@ -301,10 +454,10 @@ def run_pipeline(
     return write_manifest(
         out_dir,
         "instances",
-        inputs=[{"kind": kind, "path": path, "sha256": file_sha256(path)} for _, kind, path in inputs],
+        inputs=described,
         vocab={
             "path": vocab_model,
-            "sha256": file_sha256(vocab_model),
+            "sha256": vocab_sha,
             "manifest_code_version": (vocab_manifest or {}).get("code_version"),
         },
         config=asdict(config),
@@ -327,6 +480,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--corpus", help="a corpus-stage folder (docs-*.jsonl.gz + manifest.json)")
     p.add_argument("--vocab", required=True, help="folder holding spm.model (from `albert vocab`)")
     p.add_argument("--out", required=True, help="output folder for *.tfrecord, stats.json, manifest.json")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even when it holds files `albert instances` did not write, or finished "
+        "instances of other inputs or options (only the stage's own kinds of files are replaced)",
+    )
+    p.add_argument(
+        "--max-dead-letter-fraction",
+        type=float,
+        default=MAX_DEAD_LETTER_FRACTION,
+        help="fail when more of the documents read are dead letters (malformed, invalid UTF-8, no gold "
+        "words; `empty` documents are skips, not dead letters) [%(default)s]",
+    )
     d, m, k = InstanceConfig(), MaskingConfig(), PackingConfig()
     p.add_argument("--max-seq-length", type=int, default=k.max_seq_length)
     p.add_argument(
@@ -375,9 +541,25 @@ def beam_flags(runner: str, extra: list[str]) -> list[str]:
     return flags
 
 
+# The option of each configuration field, to name it in an error.
+_OPTION_OF = {
+    "max_seq_length": "--max-seq-length",
+    "short_seq_prob": "--short-seq-prob",
+    "masked_lm_prob": "--masked-lm-prob",
+    "max_predictions": "--max-predictions",
+    "max_ngram": "--ngram",
+    "dupe_factor": "--dupe-factor",
+    "eval_fraction": "--eval-fraction",
+    "group_chars": "--group-chars",
+    "whole_word": "--whole-word",
+}
+
+
 def config_from_args(args: argparse.Namespace) -> InstanceConfig:
     if args.max_predictions > args.max_seq_length:
         raise UserError("--max-predictions cannot exceed --max-seq-length")
+    if not 0 <= args.max_dead_letter_fraction <= 1:
+        raise UserError(f"--max-dead-letter-fraction must be in [0, 1], got {args.max_dead_letter_fraction}")
     try:
         return InstanceConfig(
             packing=PackingConfig(args.max_seq_length, args.short_seq_prob),
@@ -389,14 +571,24 @@ def config_from_args(args: argparse.Namespace) -> InstanceConfig:
             group_chars=args.group_chars,
         )
     except ValueError as err:
-        raise UserError(str(err)) from err
+        field = str(err).split(" ", 1)[0]  # "dupe_factor must be >= 1, got 0"
+        option = _OPTION_OF.get(field)
+        raise UserError(f"{option}: {err}" if option else str(err)) from None
 
 
 def run(args: argparse.Namespace, beam_args: list[str] | None = None) -> int:
     beam_args = beam_flags(args.runner, list(getattr(args, "beam_args", None) or beam_args or []))
     config = config_from_args(args)
     inputs = resolve_inputs(args.text, args.corpus)
-    manifest = run_pipeline(inputs, args.vocab, args.out, config, beam_args)
+    manifest = run_pipeline(
+        inputs,
+        args.vocab,
+        args.out,
+        config,
+        beam_args,
+        force=args.force,
+        max_dead_letter_fraction=args.max_dead_letter_fraction,
+    )
     for split in ("train", "eval"):
         s = manifest["summary"].get(split)
         if not s:

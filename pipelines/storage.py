@@ -179,6 +179,31 @@ def glob(pattern: str) -> list[str]:
     return sorted(fs.unstrip_protocol(f) for f in found if fs.isfile(f))
 
 
+def check_writable_folder(path: str, what: str) -> None:
+    """Refuse, in one line, a folder that cannot be written: a file, a path under a file, a local
+    folder this user may not write, or a bucket that does not exist. Creates nothing; `what` names the
+    folder the way the user gave it (e.g. "--registry")."""
+    if is_url(path):
+        if isfile(path):
+            raise UserError(f"{what} {path} is a file; give a folder")
+        if protocol(path) in ("gs", "gcs", "s3", "s3a"):
+            fs, p = filesystem(path)
+            bucket = p.split("/", 1)[0]
+            if not fs.exists(bucket):
+                raise UserError(f"{what} {path}: bucket {bucket} does not exist (or is not visible)")
+        return
+    p = os.path.abspath(local_path(path))
+    if os.path.isfile(p):
+        raise UserError(f"{what} {path} is a file; give a folder")
+    existing = p
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UserError(f"{what} {path} cannot be created: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{what} {path} is not writable: permission denied on {existing}")
+
+
 def match(pattern: str) -> list[tuple[str, int]]:
     """[(path, size in bytes)] of the files a path or glob names, sorted by path."""
     return [(p, size(p)) for p in glob(pattern)]

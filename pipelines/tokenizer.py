@@ -36,6 +36,7 @@ from typing import Literal
 
 import numpy as np
 
+from pipelines.errors import UserError
 from pipelines.schema import CLS_PIECE, MASK_PIECE, PAD_ID, SEP_PIECE, UNK_ID
 
 WholeWord = Literal["zh", "sp", "gold", "none"]
@@ -202,12 +203,29 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str) -> Tokenizer:
-        """Load `spm.model` from a file path or fsspec URL, or from a vocab folder holding it."""
+        """Load `spm.model` from a file path or fsspec URL, or from a vocab folder holding it.
+
+        Every failure is a one-line UserError naming the file. A model beside the manifest of
+        `albert vocab` must have the sha256 recorded there: a model file cut at a piece boundary still
+        parses (as a model with fewer pieces and SentencePiece's default normalisation), so parsing
+        alone cannot tell a damaged copy."""
         from pipelines import storage
 
         if not path.endswith(".model"):
             path = storage.join(path, "spm.model")
-        return cls(storage.read_bytes(path))
+        if not storage.isfile(path):
+            raise UserError(f"{path} not found: train a vocabulary with `albert vocab --out DIR`")
+        proto = storage.read_bytes(path)
+        _check_against_vocab_manifest(path, proto)
+        try:
+            return cls(proto)
+        except RuntimeError:  # SentencePiece's parser: "INTERNAL: ... ParseFromArray ..."
+            raise UserError(
+                f"{path} is not a SentencePiece model (corrupt or truncated): copy it again, or train "
+                f"a new one with `albert vocab --out DIR`"
+            ) from None
+        except ValueError as err:  # parsed, but not a vocabulary with ALBERT's conventions
+            raise UserError(f"{path}: {err}") from None
 
     def encode_document(
         self,
@@ -353,3 +371,26 @@ class Tokenizer:
         char_ws = np.zeros(total + 1, dtype=bool)
         char_ws[np.cumsum(lengths) - lengths] = True
         return char_ws
+
+
+def _check_against_vocab_manifest(path: str, proto: bytes) -> None:
+    """UserError when `path` sits in a folder written by `albert vocab` whose manifest records
+    another sha256 for it (the file was damaged or replaced after the vocabulary was trained)."""
+    import hashlib
+
+    from pipelines import storage
+
+    folder = storage.dirname(path)
+    manifest_path = storage.join(folder, "manifest.json")
+    if not storage.exists(manifest_path):
+        return
+    try:
+        manifest = storage.read_json(manifest_path)
+        expected = manifest["outputs"][storage.basename(path)] if manifest["stage"] == "vocab" else None
+    except (ValueError, KeyError, TypeError):
+        return  # not a vocabulary folder (a checkpoint, a registry version): nothing recorded to check
+    if expected and hashlib.sha256(proto).hexdigest() != expected:
+        raise UserError(
+            f"{path} is damaged or was replaced: its sha256 is not the one in {manifest_path}; "
+            f"copy the vocabulary folder again, or train a new one with `albert vocab --out DIR`"
+        )

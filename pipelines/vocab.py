@@ -20,11 +20,12 @@ import argparse
 import collections
 import io
 import random
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
-from pipelines.errors import UserError
+from pipelines.errors import StageFailed, UserError
 from pipelines.schema import CONTROL_PIECES
 from pipelines.tokenizer import is_cjk_char, normalize
 
@@ -47,8 +48,10 @@ class VocabConfig:
     def __post_init__(self):
         if self.vocab_size < 100:
             raise UserError(f"--vocab-size must be at least 100 (got {self.vocab_size})")
-        if not 0 < self.max_cjk_fraction < 1:
-            raise UserError("--max-cjk-fraction must be in (0, 1)")
+        if self.sample_sentences < 1:
+            raise UserError(f"--sample-sentences must be at least 1 (got {self.sample_sentences})")
+        if not 0 < self.max_cjk_fraction < 1:  # a field without a CLI option: named as a field
+            raise UserError(f"max_cjk_fraction must be in (0, 1), got {self.max_cjk_fraction}")
 
 
 def reservoir_sample(sentences: Iterable[str], k: int, seed: int) -> tuple[list[str], int]:
@@ -81,26 +84,24 @@ def atomic_symbols(sentences: list[str], config: VocabConfig) -> list[str]:
     return frequent[: int(config.vocab_size * config.max_cjk_fraction)]
 
 
-def train_vocab(sentences: Iterable[str], config: VocabConfig) -> tuple[bytes, dict]:
-    """Train on a stream of raw sentences. Returns (model proto bytes, training stats)."""
+def train_vocab(
+    sentences: Iterable[str], config: VocabConfig, source: str = "the input"
+) -> tuple[bytes, dict]:
+    """Train on a stream of raw sentences (read from `source`, named in errors). Returns (model proto
+    bytes, training stats)."""
     import sentencepiece as spm
 
     normalized = (t for t in (normalize(s) for s in sentences) if t)
     sample, seen = reservoir_sample(normalized, config.sample_sentences, config.seed)
     if not sample:
-        raise UserError("no text to train a vocabulary on (the input has no non-empty sentences)")
+        raise StageFailed(f"no text to train a vocabulary on: {source} holds no non-empty sentence")
     sample.sort()  # the sample is a set: its order must not depend on reservoir replacement order
     symbols = atomic_symbols(sample, config) if config.split_cjk else []
     model = io.BytesIO()
     try:
         _train(spm, sample, symbols, config, model)
     except RuntimeError as err:
-        if "required_chars" in str(err) or "Vocabulary size" in str(err):
-            raise UserError(
-                f"--vocab-size {config.vocab_size} is too small for this text: SentencePiece says "
-                f"{str(err).split(']')[-1].strip()}"
-            ) from err
-        raise
+        raise _vocab_size_error(err, config) from None
     proto = model.getvalue()
     sp = spm.SentencePieceProcessor(model_proto=proto)
     stats = {
@@ -110,6 +111,24 @@ def train_vocab(sentences: Iterable[str], config: VocabConfig) -> tuple[bytes, d
         "vocab_size": sp.get_piece_size(),
     }
     return proto, stats
+
+
+def _vocab_size_error(err: RuntimeError, config: VocabConfig) -> Exception:
+    """SentencePiece's complaint about the vocabulary size, in terms of this command's options
+    (SentencePiece's own advice names trainer flags `albert vocab` does not have)."""
+    text = str(err)
+    needed = re.search(r"required_chars\. (\d+) vs (\d+)", text)
+    if needed:
+        return UserError(
+            f"--vocab-size {config.vocab_size} is too small for this text: its characters alone need "
+            f"{needed.group(2)} pieces; give --vocab-size {needed.group(2)} or more"
+        )
+    if "Vocabulary size" in text:
+        said = text.split("]")[-1].split(". ")[0].strip()
+        return UserError(
+            f"--vocab-size {config.vocab_size} does not suit this text ({said}); try another --vocab-size"
+        )
+    return err
 
 
 def _train(spm, sample: list[str], symbols: list[str], config: VocabConfig, model: io.BytesIO) -> None:
@@ -159,10 +178,16 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
 def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator[str], list[str]]:
     """Sentences from a corpus folder, a text file, or (neither given) the bundled sample.
     Returns (stream of sentences, input paths for the manifest)."""
-    from pipelines import documents, peoples_daily
+    from pipelines import documents, peoples_daily, storage
 
     if corpus and text:
         raise UserError("give either --corpus or --text, not both")
+    if text and storage.isdir(text):
+        raise UserError(f"--text {text} is a folder: give one text file")
+    if text and not storage.isfile(text):
+        raise UserError(f"--text {text}: no such file")
+    if text and storage.size(text) == 0:
+        raise UserError(f"--text {text} is empty (0 bytes): no text to train a vocabulary on")
     if corpus:
         paths = documents.corpus_files(corpus)
         docs = (d for p in paths for d in documents.read_jsonl_documents(p) if "_error" not in d)
@@ -180,6 +205,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--corpus", help="a corpus-stage folder (docs-*.jsonl.gz + manifest.json)")
     src.add_argument("--text", help="one sentence per line, blank line between documents")
     p.add_argument("--out", required=True, help="output folder: spm.model, spm.vocab, manifest.json")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even when it holds files `albert vocab` did not write "
+        "(only spm.model, spm.vocab and manifest.json are replaced)",
+    )
     d = VocabConfig()
     p.add_argument("--vocab-size", type=int, default=d.vocab_size)
     p.add_argument(
@@ -194,8 +225,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines import storage
-    from pipelines.manifest import file_sha256, write_manifest
+    from pipelines import outdir, storage
+    from pipelines.documents import UnreadableFile
+    from pipelines.manifest import MANIFEST, file_sha256, write_manifest
 
     config = VocabConfig(
         vocab_size=args.vocab_size,
@@ -205,7 +237,12 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     sentences, inputs = iter_input_sentences(args.corpus, args.text)
-    proto, stats = train_vocab(sentences, config)
+    outdir.claim(args.out, "vocab", force=args.force)  # before the training: it may take hours
+    try:
+        proto, stats = train_vocab(sentences, config, source=args.corpus or args.text or inputs[0])
+    except UnreadableFile as err:  # found while reading, as `albert instances` does: the stage failed
+        raise StageFailed(f"{err}; no vocabulary written") from None
+    storage.remove(storage.join(args.out, MANIFEST))  # the folder is incomplete until the manifest
     outputs = write_vocab(args.out, proto)
     write_manifest(
         args.out,

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import types
 
-from pipelines.corpus.options import OPENCC_CONFIGS, CorpusOptions
+from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, OPENCC_CONFIGS, CorpusOptions
 from pipelines.corpus.sources import SOURCE_KINDS
 
 _HELP = {
@@ -54,7 +54,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, help="output folder (local or gs://...)")
     parser.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
-    parser.add_argument("--force", action="store_true", help="replace a finished corpus in --out")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even when it holds files `albert corpus` did not write, or a finished "
+        "corpus of other inputs or options (only the stage's own kinds of files are replaced)",
+    )
+    parser.add_argument(
+        "--max-dead-letter-fraction",
+        type=float,
+        default=MAX_DEAD_LETTER_FRACTION,
+        help="fail when more of the records read go to the dead letter (unreadable, malformed, "
+        f"processing errors) [{MAX_DEAD_LETTER_FRACTION}]",
+    )
     group = parser.add_argument_group("cleaning, dedup and output options (defaults in brackets)")
     for f in dataclasses.fields(CorpusOptions):
         if f.name not in _HELP:
@@ -92,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         runner=args.runner,
         extra_beam_flags=getattr(args, "beam_args", []),
         force=args.force,
+        max_dead_letter_fraction=args.max_dead_letter_fraction,
     )
     print(json.dumps({"out": args.out, **manifest["counts"]}, ensure_ascii=False))
     return 0

@@ -14,6 +14,13 @@ from pipelines.errors import UserError
 
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
 
+MAX_DEAD_LETTER_FRACTION = 0.01
+"""`--max-dead-letter-fraction`: past this share of the records read in the dead letter, the stage
+fails. A few unreadable records are the input's fault; a high share is a systematic bug or the wrong
+input, not a corpus to publish. A run option, not a CorpusOptions field: it decides whether the
+output is published, never what it holds, so it stays out of the corpus' identity (manifest config,
+stage keys)."""
+
 
 @dataclass(frozen=True)
 class CorpusOptions:
@@ -119,9 +126,14 @@ class CorpusOptions:
                 raise UserError(f"{name} must lie in [0, 1]")
         if not 0.0 < self.near_dup_threshold <= 1.0:
             raise UserError("near_dup_threshold must lie in (0, 1]")
-        for name in ("minhash_bands", "minhash_rows", "shingle_chars", "shingle_words", "max_sentence_chars"):
+        positive = ("minhash_bands", "minhash_rows", "shingle_chars", "shingle_words", "max_sentence_chars",
+                    "shard_chars", "rejected_shard_records", "max_record_bytes", "wiki_streams_per_range",
+                    "jsonl_range_bytes")  # fmt: skip
+        for name in positive:
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be at least 1")
+        if self.shards < 0:
+            raise UserError("shards must be 0 (one per shard_chars characters) or more")
         if self.boilerplate_min_docs < 2:
             raise UserError("boilerplate_min_docs must be at least 2")
         if self.min_chars < 0 or self.max_chars <= self.min_chars:

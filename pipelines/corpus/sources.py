@@ -24,15 +24,21 @@ import io
 import json
 import re
 import xml.etree.ElementTree as ET
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pipelines import storage
 from pipelines.corpus.options import CorpusOptions
-from pipelines.documents import content_id
+from pipelines.documents import UnreadableFile, content_id
 from pipelines.errors import UserError
 
 SOURCE_KINDS = ("zhwiki", "wiki2019zh", "news2016zh", "text", "peoples-daily")
+# A damaged file: bad gzip/bz2 headers or CRCs (OSError), a stream that ends early (EOFError), corrupt
+# deflate data (zlib.error). It becomes ONE dead letter naming the file and where reading stopped
+# (what was read before is kept): a raw dump is big and often partly broken, and the share of dead
+# letters (--max-dead-letter-fraction) decides whether the corpus is published.
+_STREAM_ERRORS = (OSError, EOFError, zlib.error)
 _CHUNK = 1 << 20
 _RAW_EXCERPT = 500
 
@@ -82,13 +88,22 @@ def plan_sources(specs: list[str]) -> list[dict]:
         spec = parse_source(raw)
         if spec.kind == "peoples-daily":
             path = "" if spec.pattern in ("", "sample") else spec.pattern
-            if path and not storage.exists(path):
+            if path and not storage.isfile(path):
                 raise UserError(f"--source {raw}: no such file {path!r}")
+            if path and storage.size(path) == 0:
+                raise UserError(f"--source {raw}: {path} is empty (0 bytes)")
             items.append({"kind": spec.kind, "path": path, "size": 0, "index": None, "start": 0, "end": None})
             continue
         found = storage.match(spec.pattern)
+        if not found and storage.isdir(spec.pattern):
+            folder = spec.pattern.rstrip("/")
+            raise UserError(
+                f"--source {raw}: {folder} is a folder; give its files (e.g. '{spec.kind}:{folder}/*')"
+            )
         if not found:
             raise UserError(f"--source {raw}: no file matches {spec.pattern!r}")
+        if all(size == 0 for _, size in found):
+            raise UserError(f"--source {raw}: every file it matches is empty (0 bytes)")
         if spec.kind == "zhwiki":
             indexes = {p for p, _ in found if _is_wiki_index(p)}
             for path, size in found:
@@ -238,6 +253,8 @@ def _error(item: dict, where: str, error: str, detail: str, raw: bytes | str = b
 def _stream_error(err: BaseException) -> str:
     if isinstance(err, EOFError):
         return "truncated_input"
+    if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        return "unreadable_input"  # gone or not readable by the worker: not the file's content
     return "corrupt_input"
 
 
@@ -358,7 +375,7 @@ def read_wiki_pages(item: dict, opts: CorpusOptions) -> Iterator[dict]:
                     "ns": page["ns"],
                     "redirect": page["redirect"],
                 }
-    except (OSError, EOFError) as err:
+    except _STREAM_ERRORS as err:
         # Truncated or corrupt compressed data: what was read is kept, the rest is one dead letter.
         yield _error(item, f"{where0}#page{n + 1}", _stream_error(err), f"{type(err).__name__}: {err}")
 
@@ -454,7 +471,7 @@ def read_jsonl(item: dict, opts: CorpusOptions) -> Iterator[dict]:
                     continue
                 record["where"] = where
                 yield record
-    except (OSError, EOFError) as err:
+    except _STREAM_ERRORS as err:
         yield _error(item, item["path"], _stream_error(err), f"{type(err).__name__}: {err}")
 
 
@@ -505,7 +522,7 @@ def read_text(item: dict, opts: CorpusOptions) -> Iterator[dict]:
                     bad, lines = ("invalid_utf8", f"line {lineno}: {err}", raw), []
             if lines or bad:
                 yield flush()
-    except (OSError, EOFError) as err:
+    except _STREAM_ERRORS as err:
         yield _error(item, f"{item['path']}:{lineno}", _stream_error(err), f"{type(err).__name__}: {err}")
 
 
@@ -515,13 +532,21 @@ def read_text(item: dict, opts: CorpusOptions) -> Iterator[dict]:
 def read_peoples_daily(item: dict) -> Iterator[dict]:
     from pipelines.peoples_daily import read_articles
 
-    for doc in read_articles(item["path"] or None):
-        yield {
-            "source": "peoples-daily",
-            "id": doc["id"],
-            "title": doc["title"],
-            "url": "",
-            "text": "\n".join(doc["sentences"]),
-            "markup": "plain",
-            "where": doc["id"],
-        }
+    path = item["path"] or None
+    try:
+        for doc in read_articles(path):
+            yield _peoples_daily_record(doc)
+    except UnreadableFile as err:
+        yield _error(item, path or "", "corrupt_input", str(err))
+
+
+def _peoples_daily_record(doc: dict) -> dict:
+    return {
+        "source": "peoples-daily",
+        "id": doc["id"],
+        "title": doc["title"],
+        "url": "",
+        "text": "\n".join(doc["sentences"]),
+        "markup": "plain",
+        "where": doc["id"],
+    }

@@ -15,15 +15,16 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-from pipelines import storage
+from pipelines import outdir, storage
 from pipelines.corpus.dedup import NS
-from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
 from pipelines.corpus.sources import plan_sources
-from pipelines.errors import UserError
+from pipelines.errors import StageFailed, UserError, check_dead_letters
 from pipelines.manifest import MANIFEST, file_sha256, write_manifest
 
 STATS = "stats.json"
+
 _log = logging.getLogger(__name__)
 _STAGING_FLAGS = ("--sdk_container_image", "--setup_file", "--extra_package", "--extra_packages")
 
@@ -133,6 +134,41 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
     return stats
 
 
+def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) -> None:
+    """StageFailed when the run must not be published: the sources yielded no record, too much went
+    to the dead letter (the message names the commonest reason), or no document was kept."""
+    read = stats["read"]
+    if read == 0:
+        raise StageFailed("the sources yielded no record (empty files?); no manifest written")
+    check_dead_letters(
+        stats["dead_letter"],
+        read,
+        max_dead_letter_fraction,
+        "records",
+        storage.join(out_dir, "rejected-*.jsonl.gz"),
+        lambda reason: _first_rejected(out_dir, reason),
+    )
+    if stats["kept"] == 0:
+        dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
+        raise StageFailed(
+            f"no document kept of {read} read (dropped: {dropped}); check the inputs or loosen the "
+            f"filters (e.g. --min-chars, --min-cjk-ratio); no manifest written"
+        )
+
+
+def _first_rejected(out_dir: str, reason: str) -> str | None:
+    """`where: detail` of the first dead letter of `reason` in the rejected shards (for a message)."""
+    import gzip
+
+    for path in storage.glob(storage.join(out_dir, "rejected-*.jsonl.gz")):
+        for line in gzip.decompress(storage.read_bytes(path)).decode("utf-8").splitlines():
+            rec = json.loads(line)
+            if rec.get("dead_letter") and rec.get("reason") == reason:
+                detail = rec.get("detail") or ""
+                return f"{rec.get('where')}" + (f" ({detail[:120]})" if detail else "")
+    return None
+
+
 def _counts_from_summaries(summaries: list[dict]) -> dict[str, int]:
     total: dict[str, int] = {}
     for s in summaries:
@@ -180,15 +216,23 @@ def run_corpus(
     runner: str = "DirectRunner",
     extra_beam_flags: list[str] | None = None,
     force: bool = False,
+    max_dead_letter_fraction: float = MAX_DEAD_LETTER_FRACTION,
 ) -> dict:
     """Build the corpus in out_dir; returns the manifest. Skips the work when out_dir already holds a
-    finished corpus of the same inputs and options (unless force)."""
+    finished corpus of the same inputs and options (unless force).
+
+    `out_dir` must be ours (pipelines.outdir.claim; force takes over a folder of other files). After
+    the run, StageFailed and no manifest when the accounting does not balance or the outcome is not
+    usable (check_outcome)."""
     opts = opts or CorpusOptions()
     if not sources:
         raise UserError("give at least one --source KIND:PATH")
+    if not 0 <= max_dead_letter_fraction <= 1:
+        raise UserError(f"--max-dead-letter-fraction must be in [0, 1], got {max_dead_letter_fraction}")
     items = plan_sources(sources)
-    inputs = describe_inputs(items)
     flags = beam_flags(runner, extra_beam_flags or [])
+    outdir.claim(out_dir, "corpus", force=force)
+    inputs = describe_inputs(items)
     config = json.loads(json.dumps({"sources": list(sources), "options": opts.to_dict()}))  # as stored
     manifest_path = storage.join(out_dir, MANIFEST)
     if storage.exists(manifest_path) and not force:
@@ -196,7 +240,10 @@ def run_corpus(
         if previous.get("inputs") == inputs and previous.get("config") == config:
             _log.info("%s is up to date (same inputs and options): nothing to do", out_dir)
             return previous
-        raise UserError(f"{out_dir} holds a corpus of other inputs or options; pass --force to replace it")
+        raise UserError(
+            f"--out {out_dir} holds a corpus of other inputs or options; pass --force to replace it, "
+            f"or give another --out"
+        )
     for path in _previous_outputs(out_dir) + [storage.join(out_dir, TMP_DIR)]:
         storage.remove(path, recursive=True)
 
@@ -222,8 +269,16 @@ def run_corpus(
         problems.append(f"docs shards hold {kept_written} documents, counters say {stats['kept']}")
     if rejected_written != stats["dropped_total"] + stats["dead_letter_total"]:
         problems.append(f"rejected shards hold {rejected_written} records, counters say otherwise")
-    if problems:
-        raise RuntimeError("corpus accounting failed, no manifest written: " + "; ".join(problems))
+    try:
+        if problems:
+            raise StageFailed("corpus accounting failed, no manifest written: " + "; ".join(problems))
+        check_outcome(stats, out_dir, max_dead_letter_fraction)
+    except StageFailed:
+        # No half corpus a reader could take for one (a glob of docs-*); stats.json and the rejected
+        # shards stay, to see why.
+        for path in storage.glob(storage.join(out_dir, "docs-*.jsonl.gz")):
+            storage.remove(path)
+        raise
     storage.remove(storage.join(out_dir, TMP_DIR), recursive=True)
     return write_manifest(
         out_dir,

@@ -11,6 +11,7 @@ import pytest
 from pipelines import storage
 from pipelines.errors import UserError
 from tests.flows.conftest import TINY, flow_run_logs, read_artifact
+from tests.model.train_fixtures import perturbed_copy
 
 
 def _mtime(stage_dir: str) -> float:
@@ -325,25 +326,6 @@ def test_pretraining_is_handed_to_a_gpu_deployment(chain, monkeypatch):
 # ------------------------------------------------------------------------------------ promote / CLI
 
 
-def _perturbed_copy(src: str, dst: str) -> str:
-    """A much worse model: the checkpoint's weights with large noise."""
-    import shutil
-
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    os.makedirs(dst)
-    for name in ("config.json", "spm.model"):
-        shutil.copy(os.path.join(src, name), dst)
-    g = torch.Generator().manual_seed(0)
-    state = {
-        k: v + 3.0 * torch.randn(v.shape, generator=g) if v.is_floating_point() else v
-        for k, v in load_file(os.path.join(src, "model.safetensors")).items()
-    }
-    save_file(state, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
-    return dst
-
-
 def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     from flows.promote import promote
     from flows.registry import Registry
@@ -352,7 +334,7 @@ def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     ckpt, inst = r["pretrain"]["checkpoint"], r["instances"]["dir"]
     registry = str(tmp_path / "registry")
     reg = Registry(registry)
-    worse = _perturbed_copy(ckpt, str(tmp_path / "worse"))
+    worse = perturbed_copy(ckpt, str(tmp_path / "worse"))
     v1 = reg.register(worse, {"mlm_loss": 99.0}, {"note": "seeded by the test"})
     reg.set_production(v1, None)
 

@@ -24,18 +24,22 @@ TINY_MODEL = dict(
 )
 
 
-def write_instances(out: str, docs: list[dict], vocab_dir: str, dupe: int = 2, files: int = 3) -> str:
-    """Instances of `docs` into `out` (train split in `files` files, eval split in one), + manifest."""
+def write_instances(
+    out: str, docs: list[dict], vocab_dir: str, dupe: int = 2, files: int = 3, seed: int = 12345
+) -> str:
+    """Instances of `docs` into `out` (train split in `files` files, eval split in one), + manifest
+    (with the vocabulary's sha256 and the outputs' hashes, as pipelines/instances.py writes them)."""
     from pipelines.instance_builder import InstanceConfig, build_group, prepare_document, split_of
-    from pipelines.manifest import write_manifest
+    from pipelines.manifest import file_sha256, write_manifest
     from pipelines.masking import MaskingConfig
     from pipelines.packing import PackingConfig
     from pipelines.tokenizer import Tokenizer
 
     os.makedirs(out, exist_ok=True)
     tok = Tokenizer.load(vocab_dir)
+    spm = os.path.join(vocab_dir, "spm.model")
     config = InstanceConfig(
-        packing=PackingConfig(L), masking=MaskingConfig(max_predictions=P), eval_fraction=0.1
+        packing=PackingConfig(L), masking=MaskingConfig(max_predictions=P), eval_fraction=0.1, seed=seed
     )
     from collections import Counter
 
@@ -60,8 +64,12 @@ def write_instances(out: str, docs: list[dict], vocab_dir: str, dupe: int = 2, f
         out,
         "instances",
         config={"packing": {"max_seq_length": L}, "masking": {"max_predictions": P}, "dupe_factor": dupe},
-        vocab={"path": os.path.join(vocab_dir, "spm.model")},
+        vocab={"path": spm, "sha256": file_sha256(spm)},
+        seed=seed,
         summary=counts,
+        outputs={
+            n: file_sha256(os.path.join(out, n)) for n in sorted(os.listdir(out)) if n.endswith(".tfrecord")
+        },
     )
     return out
 
@@ -120,3 +128,23 @@ def cli_args(instances: str, out: str, config_file: str, *extra: str) -> list[st
         "--device", "cpu",
         *extra,
     ]  # fmt: skip
+
+
+def perturbed_copy(src: str, dst: str) -> str:
+    """A much worse model: checkpoint `src`'s weights with large noise, written to `dst` (config.json and
+    spm.model copied, no checksums.json: a hand-made folder)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    os.makedirs(dst)
+    for name in ("config.json", "spm.model"):
+        shutil.copy(os.path.join(src, name), dst)
+    g = torch.Generator().manual_seed(0)
+    state = {
+        k: v + 3.0 * torch.randn(v.shape, generator=g) if v.is_floating_point() else v
+        for k, v in load_file(os.path.join(src, "model.safetensors")).items()
+    }
+    save_file(state, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+    return dst

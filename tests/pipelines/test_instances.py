@@ -211,6 +211,7 @@ def test_cli_on_bad_input_counts_every_reason(tmp_path, vocab_dir, capsys):
     out = str(tmp_path / "out")
     code = albert(["instances", "--text", str(path), "--text", str(bad), "--vocab", vocab_dir, "--out", out,
                    "--max-seq-length", "128", "--max-predictions", "20", "--eval-fraction", "0",
+                   "--max-dead-letter-fraction", "0.5",  # 1 of 6 documents is broken on purpose
                    "--runner=DirectRunner", "--direct_running_mode=in_memory"])  # fmt: skip
     assert code == 0
     m = json.load(open(os.path.join(out, "manifest.json")))
