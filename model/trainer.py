@@ -279,18 +279,11 @@ def check_token_ids(batch: dict, vocab_size: int, source: str, vocab: str) -> No
 
 
 def claim_run_folder(out: str, force: bool) -> None:
-    """--out must be new, empty, a run folder of ours, or taken with --force (pipelines.outdir), and
-    writable: the marker is written (again) as a probe, before any work."""
+    """--out must be new, empty, a run folder of ours, or taken with --force, and writable
+    (pipelines.outdir.claim), before any work."""
     from pipelines import outdir
 
-    try:
-        outdir.claim(out, "pretrain", force=force, legacy=("train_config.json", "checkpoints"))
-        marker = storage.join(out, outdir.MARKER)
-        storage.write_bytes(marker, storage.read_bytes(marker))  # claim leaves an existing marker alone
-    except OSError as err:
-        raise UserError(
-            f"cannot write to --out {out} ({err.strerror or err}); give a folder you can write to"
-        ) from None
+    outdir.claim(out, "pretrain", force=force, legacy=("train_config.json", "checkpoints"))
 
 
 def read_metrics(path: str) -> list[dict]:

@@ -35,8 +35,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import documents, outdir, peoples_daily, storage
+from pipelines.deadletter import check_dead_letters
 from pipelines.documents import UnreadableFile
-from pipelines.errors import StageFailed, UserError, check_dead_letters
+from pipelines.errors import StageFailed, UserError
 from pipelines.instance_builder import (
     InstanceConfig,
     PreparedDoc,
@@ -337,7 +338,6 @@ def check_outcome(
         max_dead_letter_fraction,
         "documents",
         storage.join(out_dir, "skipped-*.jsonl.gz"),
-        lambda reason: _first_skipped(out_dir, reason),
     )
     skipped = sum(stats.get("skipped", {}).values())
     if skipped == read:
@@ -350,16 +350,6 @@ def check_outcome(
             f"({stats.get('train', {}).get('documents', 0)} in the train split): "
             f"give more text, or lower --eval-fraction; no manifest written"
         )
-
-
-def _first_skipped(out_dir: str, reason: str) -> str | None:
-    """Where the first dead-letter record of `reason` came from (for the error message)."""
-    for path in storage.glob(storage.join(out_dir, "skipped-*.jsonl.gz")):
-        for line in gzip.decompress(storage.read_bytes(path)).decode("utf-8").splitlines():
-            record = json.loads(line)
-            if record.get("reason") == reason:
-                return record.get("where")
-    return None
 
 
 def describe_inputs(inputs: list[tuple[int, str, str]]) -> list[dict]:

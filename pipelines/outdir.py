@@ -13,6 +13,7 @@ own kinds that an earlier run would have written, never anything else). A folder
 stage is refused even with --force: `albert instances --out` on a corpus folder is a mistake, not a
 takeover.
 
+Claiming writes the marker (again): a folder that cannot be written is refused then, before any work.
 Works on local paths and fsspec URLs alike (pipelines.storage).
 """
 
@@ -92,9 +93,17 @@ def claim(out_dir: str, stage: str, *, force: bool = False, legacy: tuple[str, .
 
 
 def _write_marker(out_dir: str, stage: str) -> None:
+    """Write the marker, or write our own marker again: either way a probe, so a folder that cannot be
+    written (read-only, under a file, a full disk) is refused now, in one line, before any work."""
     path = storage.join(out_dir, MARKER)
-    if _marker_stage(out_dir) == stage:
-        return
-    storage.makedirs(out_dir)
-    created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    storage.write_text(path, json.dumps({"stage": stage, "created_at": created}) + "\n")
+    try:
+        if _marker_stage(out_dir) == stage:
+            storage.write_bytes(path, storage.read_bytes(path))
+            return
+        storage.makedirs(out_dir)
+        created = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        storage.write_text(path, json.dumps({"stage": stage, "created_at": created}) + "\n")
+    except OSError as err:
+        raise UserError(
+            f"cannot write to --out {out_dir} ({err.strerror or err}); give a folder you can write to"
+        ) from None

@@ -20,7 +20,8 @@ from pipelines.corpus.dedup import NS
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
 from pipelines.corpus.sources import plan_sources
-from pipelines.errors import StageFailed, UserError, check_dead_letters
+from pipelines.deadletter import check_dead_letters
+from pipelines.errors import StageFailed, UserError
 from pipelines.manifest import MANIFEST, file_sha256, write_manifest
 
 STATS = "stats.json"
@@ -146,7 +147,6 @@ def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) ->
         max_dead_letter_fraction,
         "records",
         storage.join(out_dir, "rejected-*.jsonl.gz"),
-        lambda reason: _first_rejected(out_dir, reason),
     )
     if stats["kept"] == 0:
         dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
@@ -154,19 +154,6 @@ def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) ->
             f"no document kept of {read} read (dropped: {dropped}); check the inputs or loosen the "
             f"filters (e.g. --min-chars, --min-cjk-ratio); no manifest written"
         )
-
-
-def _first_rejected(out_dir: str, reason: str) -> str | None:
-    """`where: detail` of the first dead letter of `reason` in the rejected shards (for a message)."""
-    import gzip
-
-    for path in storage.glob(storage.join(out_dir, "rejected-*.jsonl.gz")):
-        for line in gzip.decompress(storage.read_bytes(path)).decode("utf-8").splitlines():
-            rec = json.loads(line)
-            if rec.get("dead_letter") and rec.get("reason") == reason:
-                detail = rec.get("detail") or ""
-                return f"{rec.get('where')}" + (f" ({detail[:120]})" if detail else "")
-    return None
 
 
 def _counts_from_summaries(summaries: list[dict]) -> dict[str, int]:
