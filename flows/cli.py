@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Beam pipeline: raw sources -> cleaned, deduplicated, segmented documents",
     ),
     "vocab": ("pipelines.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
+    "tokenize": ("pipelines.tokenize_text", "stdin lines -> the ids (or pieces) training gives them"),
     "instances": ("pipelines.instances", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
     "pretrain": ("model.train_commands", "train ALBERT (MLM + SOP) on instances; rerun to resume"),
     "evaluate": ("model.train_commands", "held-out MLM/SOP accuracy of a checkpoint next to baselines"),

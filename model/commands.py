@@ -3,7 +3,7 @@
 flows/cli.py registers both names against this module; `add_arguments` sees which one it is building
 from the parser's prog ("albert export" / "albert import") and `run` dispatches on it.
 
-    albert export --checkpoint DIR --format hf|tf --out DIR [--force]
+    albert export --checkpoint DIR --format hf|tf --out DIR [--force] [--eval REPORT.json ...]
     albert import --tf-checkpoint PREFIX --config albert_config.json --out DIR [--spm-model FILE] [--force]
 
 Both read and verify their input completely before they touch --out, which must be new, empty or an
@@ -33,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         parser.add_argument("--out", required=True, help="output folder (new, empty or an earlier export)")
         parser.add_argument("--force", action="store_true", help="write into a non-empty --out folder")
+        parser.add_argument(
+            "--eval",
+            action="append",
+            default=[],
+            metavar="REPORT",
+            help="an `albert evaluate --out` or `albert finetune --out` report whose metrics go into the "
+            "model card (hf only; repeatable)",
+        )
     elif command == "import":
         parser.add_argument(
             "--tf-checkpoint",
@@ -65,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "hf":
             from model.convert import export_hf
 
-            out = export_hf(args.checkpoint, args.out, args.force)
+            out = export_hf(args.checkpoint, args.out, args.force, args.eval)
         else:
+            if args.eval:
+                raise UserError("--eval goes with --format hf (the model card of a transformers export)")
             from model.convert_tf import export_tf
 
             out = export_tf(args.checkpoint, args.out, args.force)

@@ -403,49 +403,35 @@ def parse_spm(path: str, proto: bytes):
     return sp
 
 
-def _hf_tokenizer_files(spm_path: str, proto: bytes) -> dict[str, bytes]:
-    """spiece.model + tokenizer_config.json so transformers' AlbertTokenizer loads the vocabulary.
-
-    The ids of [CLS]/[SEP]/[MASK]/pad/unk are those of the model. Caveat: pipelines.tokenizer also
-    normalizes text and splits CJK characters before SentencePiece, which AlbertTokenizer does not,
-    so transformers' tokenization of raw Chinese text can differ from the pretraining data's.
-    (Recent transformers convert .model files through protobuf; with an incompatible protobuf pin
-    they cannot read them at all: the files are still the right ones.)
-    """
-    sp = parse_spm(spm_path, proto)
-
-    def piece(i: int, default: str) -> str:
-        return sp.id_to_piece(i) if 0 <= i < sp.get_piece_size() else default
-
-    def find(p: str, default: str) -> str:
-        return p if sp.piece_to_id(p) != sp.unk_id() else default
-
-    tokenizer_config = {
-        "tokenizer_class": "AlbertTokenizer",
-        "do_lower_case": False,
-        "keep_accents": True,
-        "remove_space": True,
-        "unk_token": piece(sp.unk_id(), "<unk>"),
-        "pad_token": piece(sp.pad_id(), "<pad>"),
-        "cls_token": find("[CLS]", "[CLS]"),
-        "sep_token": find("[SEP]", "[SEP]"),
-        "mask_token": find("[MASK]", "[MASK]"),
-        "bos_token": find("[CLS]", "[CLS]"),
-        "eos_token": find("[SEP]", "[SEP]"),
-        "model_max_length": 512,
-    }
-    return {
-        "spiece.model": proto,
-        "tokenizer_config.json": (json.dumps(tokenizer_config, indent=2) + "\n").encode(),
-    }
-
-
-def export_hf(ckpt_dir: str | Path, out_dir: str | Path, force: bool = False) -> str:
-    """Checkpoint folder -> a transformers AlbertForPreTraining folder (+ tokenizer files if spm.model)
-    and its checksums.json. Either may be a local path or a URL. Everything is read, verified and
-    converted before `out_dir` is claimed (pipelines.outdir: new, empty, an earlier export, or --force)
-    and written, so a bad checkpoint leaves no output behind."""
+def export_hf(
+    ckpt_dir: str | Path, out_dir: str | Path, force: bool = False, eval_reports: list[str] | None = None
+) -> str:
+    """Checkpoint folder -> a transformers folder: AlbertForPreTraining weights and config, the
+    tokenizer files (model.hf_tokenizer) when the checkpoint has spm.model, a model card (README.md,
+    model.model_card, with the metrics of `eval_reports`) and checksums.json. Either folder may be a
+    local path or a URL. Everything is read, verified and converted before `out_dir` is claimed
+    (pipelines.outdir: new, empty, an earlier export, or --force) and written, so a bad checkpoint or
+    report leaves no output behind. Files get the umask's mode (group-readable under the usual 022)."""
     from safetensors.torch import save as st_save
+
+    from model.hf_tokenizer import identity_vocabulary, tokenizer_files
+    from model.model_card import model_card
+
+    reports = {}
+    for path in eval_reports or []:
+        if not storage.isfile(path):
+            raise UserError(f"--eval {path}: no such file")
+        try:
+            report = storage.read_json(path)
+        except ValueError:
+            report = None
+        if not isinstance(report, dict) or not (
+            {"masked_lm", "sentence_order"} <= set(report) or {"models", "lift"} <= set(report)
+        ):
+            raise UserError(
+                f"--eval {path} is not an `albert evaluate --out` or `albert finetune --out` report"
+            )
+        reports[storage.basename(path)] = report
 
     ckpt, out = str(ckpt_dir), str(out_dir)
     check_apart(out, ckpt, "the checkpoint folder")
@@ -458,9 +444,13 @@ def export_hf(ckpt_dir: str | Path, out_dir: str | Path, force: bool = False) ->
         CONFIG_NAME: (json.dumps(hf_config, indent=2, sort_keys=True) + "\n").encode(),
     }
     spm_path = storage.join(ckpt, SPM_NAME)
-    if storage.isfile(spm_path):
-        files[SPM_NAME] = storage.read_bytes(spm_path)
-        files.update(_hf_tokenizer_files(spm_path, files[SPM_NAME]))
+    identity = False
+    if storage.isfile(spm_path):  # load_pretrained verified it against checksums.json
+        proto = storage.read_bytes(spm_path)
+        files[SPM_NAME] = proto
+        files.update(tokenizer_files(parse_spm(spm_path, proto), proto, hf_config["max_position_embeddings"]))
+        identity = identity_vocabulary(proto)
+    files["README.md"] = model_card(ckpt, hf_config, reports, identity).encode()
     claim(out, "export", force=force)  # new, empty, an earlier export, or --force
     write_files(out, files)
     return out

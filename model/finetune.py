@@ -11,7 +11,8 @@ Input files (one example per line; text_b makes it a pair task):
 - TSV without a header: 3 columns = text_a, text_b, label (LCQMC's layout); 2 columns = text_a, label
   (or label, text_a when the first column holds the labels).
 
-Texts are normalised (pipelines.tokenizer.normalize) and tokenized with the checkpoint's spm.model,
+Texts are tokenized with the checkpoint's spm.model exactly as pretraining tokenized its corpus (the
+vocabulary's own normalization: traditional characters become simplified, full-width forms ASCII),
 laid out as [CLS] a [SEP] (b [SEP]) with token types 0/1 and truncated longest-first.
 
 Training: AdamW (weight decay 0.01, not on LayerNorm/bias), linear warmup (10%) then linear decay,
@@ -162,12 +163,9 @@ class Encoder:
         self.max_len = max_seq_length
 
     def ids(self, text: str) -> np.ndarray:
-        from pipelines.tokenizer import normalize
-
-        text = normalize(text)
-        if not text:
-            return np.zeros(0, dtype=np.int64)
-        return self.tok.encode_document("x", [text], "none").ids.astype(np.int64)
+        # The vocabulary's own normalization (compiled into spm.model, or the Python rules of an
+        # older identity vocabulary): exactly what pretraining and `albert tokenize` give this text.
+        return self.tok.encode(text).astype(np.int64)
 
     def encode(
         self, examples: list[Example], labels: dict[str, int]

@@ -153,7 +153,7 @@ def _child_core(spec: dict) -> dict:
     for docs in files:
         pending, chars, groups = {"train": [], "eval": []}, {"train": 0, "eval": 0}, []
         for doc in docs:
-            prepared = prepare_document(doc, config.whole_word, Counter())
+            prepared = prepare_document(doc, config.whole_word, Counter(), tokenizer.normalizer)
             if isinstance(prepared, str):
                 continue
             split = split_of(prepared.id, config.eval_fraction)

@@ -17,7 +17,15 @@ import numpy as np
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.packing import PackingConfig, assemble, plan_chunks
 from pipelines.tfexample import encode_examples, frame_record
-from pipelines.tokenizer import EncodedDoc, Tokenizer, WholeWord, count_bad_chars, normalize, normalize_many
+from pipelines.tokenizer import (
+    EncodedDoc,
+    TextNormalizer,
+    Tokenizer,
+    WholeWord,
+    count_bad_chars,
+    normalize,
+    normalize_many,
+)
 
 MAX_INVALID_FRACTION = 0.1
 """A document with more undecodable characters than this is skipped as `invalid_utf8`; fewer are
@@ -65,8 +73,13 @@ def split_of(doc_id: str, eval_fraction: float) -> str:
     return "eval" if stable_hash("split:" + doc_id) % 1_000_000 < eval_fraction * 1_000_000 else "train"
 
 
-def prepare_document(doc: dict, whole_word: WholeWord, notes: Counter) -> PreparedDoc | str:
+def prepare_document(
+    doc: dict, whole_word: WholeWord, notes: Counter, normalizer: TextNormalizer | None = None
+) -> PreparedDoc | str:
     """Normalise and validate one document. Returns the prepared document, or the reason to skip it.
+
+    `normalizer` is the vocabulary's (`Tokenizer.normalizer`); None: the Python rules of the
+    identity vocabularies.
 
     Non-fatal repairs are counted in `notes` (control characters removed, invalid bytes removed,
     empty sentences dropped, one-sentence documents)."""
@@ -92,10 +105,13 @@ def prepare_document(doc: dict, whole_word: WholeWord, notes: Counter) -> Prepar
         gold = doc.get("words")
         if not isinstance(gold, list) or len(gold) != len(sentences):
             return "no_gold_words"
-        words = [[w for w in (normalize(x) for x in ws) if w] for ws in gold]
+        word = normalizer.word if normalizer is not None else normalize
+        words = [[w for w in (word(x) for x in ws) if w] for ws in gold]
+        if normalizer is not None and normalizer.dummy_prefix:  # the leading "▁" is a word of its own
+            words = [[" ", *ws] if ws else ws for ws in words]
         normalized = ["".join(ws) for ws in words]
     else:
-        normalized = normalize_many(sentences)
+        normalized = normalizer.many(sentences) if normalizer is not None else normalize_many(sentences)
     keep = [k for k, s in enumerate(normalized) if s]
     if len(keep) < len(normalized):
         notes["empty_sentences_dropped"] += len(normalized) - len(keep)

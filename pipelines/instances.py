@@ -49,7 +49,7 @@ from pipelines.instance_builder import (
 )
 from pipelines.masking import MaskingConfig
 from pipelines.packing import PackingConfig
-from pipelines.tokenizer import WHOLE_WORD_MODES, Tokenizer
+from pipelines.tokenizer import WHOLE_WORD_MODES, TextNormalizer, Tokenizer
 
 NAMESPACE = "albert.instances"
 PASSES_BEAM_ARGS = True  # unknown CLI options go to Beam's PipelineOptions
@@ -93,12 +93,17 @@ class ReadGroups(beam.DoFn):
     that cannot be read to its end is reported in the stats ("unreadable"), never raised: an exception
     would reach the driver as a runner-specific traceback, the stats reach it as data."""
 
-    def __init__(self, config: InstanceConfig, out_dir: str):
+    def __init__(self, config: InstanceConfig, out_dir: str, vocab_model: str):
         self.config = config
         self.out_dir = out_dir
+        self.vocab_model = vocab_model
         self.read = Metrics.counter(NAMESPACE, "documents_read")
         self.kept = Metrics.counter(NAMESPACE, "documents_kept")
         self.skipped = Metrics.counter(NAMESPACE, "documents_skipped")
+
+    def setup(self):
+        # The vocabulary decides how text is normalized (rules compiled into spm.model, or Python).
+        self.normalizer = TextNormalizer(storage.read_bytes(self.vocab_model))
 
     def process(self, item):
         file_index, kind, path = item
@@ -114,7 +119,7 @@ class ReadGroups(beam.DoFn):
             n_read += 1
             self.read.inc()
             doc_notes: Counter = Counter()
-            prepared = prepare_document(doc, cfg.whole_word, doc_notes)
+            prepared = prepare_document(doc, cfg.whole_word, doc_notes, self.normalizer)
             if isinstance(prepared, str):
                 self.skipped.inc()
                 Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
@@ -211,7 +216,9 @@ class CreateInstances(beam.PTransform):
             inputs
             | "SpreadInputs" >> beam.Reshuffle()
             | "ReadGroups"
-            >> beam.ParDo(ReadGroups(self.config, self.out_dir)).with_outputs("read", main="groups")
+            >> beam.ParDo(ReadGroups(self.config, self.out_dir, self.vocab_model)).with_outputs(
+                "read", main="groups"
+            )
         )
         file_stats = read.groups | "WriteGroupFiles" >> beam.ParDo(
             WriteGroupFiles(self.vocab_model, self.out_dir, self.config)

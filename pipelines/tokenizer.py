@@ -13,11 +13,17 @@ Word starts (`token_boundary` in the instance schema, and the unit of whole-word
 - `gold`: as `zh`, with the document's own word segmentation (`doc["words"]`) instead of the segmenter.
 - `none`: every piece is a word (token-level masking).
 
-Pieces are aligned to segmenter words by character offsets: the vocabulary is trained with SentencePiece's
-identity normalisation, and this module applies NFKC + white-space folding itself BEFORE both the
-segmenter and SentencePiece, so the pieces' surfaces concatenate back to exactly the normalised text and
-offsets are a cumulative sum of piece lengths. Runs holding an unknown piece (whose surface length is
-not in the vocabulary) are re-encoded as surface strings to get their lengths.
+Normalization happens once, before both the segmenter and SentencePiece (`TextNormalizer`), and
+pieces are then cut from the normalized text with an identity normalizer, so the pieces' surfaces
+concatenate back to exactly the normalized text and offsets are a cumulative sum of piece lengths.
+- Vocabularies with compiled rules (`albert vocab`'s default, see pipelines.normalization): the text
+  is normalized by SentencePiece itself with the model's own table, so the ids are exactly
+  `sentencepiece.encode(raw text)`, which is also what transformers' AlbertTokenizer gives. The
+  normalized text keeps SentencePiece's dummy prefix as a leading space (its "▁" piece).
+- Older identity vocabularies: `normalize` below, in Python (NFKC, controls removed, white space
+  folded), as they were trained.
+Runs holding an unknown piece (whose surface length is not in the vocabulary) are re-encoded as
+surface strings to get their lengths.
 
 Fast path (vocabularies from `albert vocab` with split_cjk): CJK characters and punctuation are
 user-defined single-character pieces, so they are looked up per code point in a table, and only the
@@ -147,6 +153,52 @@ class EncodedDoc:
         return len(self.sent_starts) - 1
 
 
+class TextNormalizer:
+    """Raw text -> the normalized text that the tokenizer segments, as the vocabulary prescribes.
+
+    `compiled` when the model carries its own normalization table (any normalizer but identity):
+    SentencePiece normalizes, "▁" becomes " " again, and the dummy prefix stays as a leading space.
+    Otherwise the Python rules of `normalize` (the vocabularies made before rules were compiled)."""
+
+    def __init__(self, model_proto: bytes):
+        import sentencepiece as spm
+        from sentencepiece import sentencepiece_model_pb2 as pb
+
+        spec = pb.ModelProto.FromString(model_proto).normalizer_spec
+        self.compiled = spec.name != "identity"
+        self.dummy_prefix = self.compiled and spec.add_dummy_prefix
+        self._sp = spm.SentencePieceProcessor(model_proto=model_proto) if self.compiled else None
+
+    def many(self, texts: list[str]) -> list[str]:
+        if not self.compiled:
+            return normalize_many(texts)
+        return [t.replace("▁", " ") for t in self._sp.normalize(texts)]
+
+    def one(self, text: str) -> str:
+        return self.many([text])[0]
+
+    def word(self, text: str) -> str:
+        """A word of a gold segmentation: normalized, without white space or dummy prefix."""
+        return (self.one(text) if self.compiled else normalize(text)).replace(" ", "")
+
+
+def identity_model(model_proto: bytes) -> bytes:
+    """The model with an identity normalizer (no table, no dummy prefix, spaces kept as they are, each
+    space still written "▁"): it segments already-normalized text exactly as the full model segments
+    the raw text, because SentencePiece normalizes first and segments the normalized string."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto.FromString(model_proto)
+    spec = model.normalizer_spec
+    spec.name = "identity"
+    spec.precompiled_charsmap = b""
+    spec.add_dummy_prefix = False
+    spec.remove_extra_whitespaces = False
+    spec.escape_whitespaces = True
+    model.ClearField("denormalizer_spec")
+    return model.SerializeToString()
+
+
 class Tokenizer:
     """A SentencePiece model plus the per-piece tables that whole-word masking needs."""
 
@@ -155,9 +207,17 @@ class Tokenizer:
 
         self.model_proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        self.normalizer = TextNormalizer(model_proto)
+        # Segments normalized text (see identity_model); the identity vocabularies segment with sp.
+        self.seg = (
+            spm.SentencePieceProcessor(model_proto=identity_model(model_proto))
+            if self.normalizer.compiled
+            else self.sp
+        )
         n = self.sp.get_piece_size()
         self.vocab_size = n
         pieces = [self.sp.id_to_piece(i) for i in range(n)]
+        self.pieces = pieces
         for name in (CLS_PIECE, SEP_PIECE, MASK_PIECE):
             if self.sp.piece_to_id(name) == UNK_ID:
                 raise ValueError(f"vocabulary has no {name} control symbol: train it with `albert vocab`")
@@ -186,11 +246,20 @@ class Tokenizer:
         # Fast path: single characters that are user-defined pieces (score exactly 0, not control) are
         # always cut out alone by SentencePiece, so they map to their id by a table lookup per code
         # point; only the runs between them (Latin words, digits, spaces) go through SentencePiece.
+        # (A character inside a longer piece is not cut out alone: checked, not assumed.)
+        in_longer = {c for i, p in enumerate(pieces) if len(p) > 1 and not special[i] for c in p}
         atomic = [
             (ord(p), i)
             for i, p in enumerate(pieces)
-            if len(p) == 1 and p != "▁" and not special[i] and self.sp.get_score(i) == 0.0
+            if len(p) == 1
+            and p != "▁"
+            and not special[i]
+            and self.sp.get_score(i) == 0.0
+            and p not in in_longer
         ]
+        # A space followed by a table character is the lone "▁" piece (no piece holds a table
+        # character): with compiled normalization, every sentence that starts with one has it.
+        self.space_id = self.sp.piece_to_id("▁") if "▁" in pieces else None
         self.char_table: np.ndarray | None = None
         if atomic:
             table = np.full(max(c for c, _ in atomic) + 2, -1, dtype=np.int32)
@@ -227,6 +296,13 @@ class Tokenizer:
         except ValueError as err:  # parsed, but not a vocabulary with ALBERT's conventions
             raise UserError(f"{path}: {err}") from None
 
+    def encode(self, text: str) -> np.ndarray:
+        """Raw text -> piece ids, as training and fine-tuning tokenize it (no [CLS]/[SEP])."""
+        norm = self.normalizer.one(text)
+        if not norm.strip():
+            return np.zeros(0, dtype=np.int32)
+        return self.encode_document("text", [norm], "none").ids
+
     def encode_document(
         self,
         doc_id: str,
@@ -234,7 +310,7 @@ class Tokenizer:
         whole_word: WholeWord = "zh",
         words: list[list[str]] | None = None,
     ) -> EncodedDoc:
-        """Tokenize one document of already-`normalize`d, non-empty sentences.
+        """Tokenize one document of already-normalized (`self.normalizer`), non-empty sentences.
 
         For `gold`, `words[k]` are the words of sentence k (their concatenation is the sentence)."""
         text = "\n".join(sentences)
@@ -261,39 +337,75 @@ class Tokenizer:
         word_start[sent_starts[:-1][counts > 0]] = True
         return EncodedDoc(doc_id, ids, sent_starts, word_start)
 
-    def _run_lengths(self, run_ids: list[list[int]], runs: list[str]) -> np.ndarray:
-        """Surface length of every piece of every run (runs holding an unknown piece re-encoded)."""
+    def _run_lengths(
+        self, run_ids: list[list[int]], runs: list[str], known: dict | None = None
+    ) -> np.ndarray:
+        """Surface length of every piece of every run (runs holding an unknown piece re-encoded;
+        `known`: {run: (ids, lengths)} already measured)."""
         flat = np.fromiter(itertools.chain.from_iterable(run_ids), dtype=np.int32)
         lengths = self.piece_len[flat]
         if (flat == UNK_ID).any():
             pos = 0
             for r, ids in enumerate(run_ids):
-                if UNK_ID in ids:
-                    surfaces = self.sp.encode(runs[r], out_type=str)
+                if known and r in known:
+                    lengths[pos : pos + len(ids)] = known[r][1]
+                elif UNK_ID in ids:
+                    surfaces = self.seg.encode(runs[r], out_type=str)
                     if self.char_table is not None:
                         surfaces = surfaces[1:-1]  # the run's sentinels
                     lengths[pos : pos + len(ids)] = [len(p) for p in surfaces]
                 pos += len(ids)
         return lengths
 
-    def _encode_runs(self, runs: list[str]) -> list[list[int]]:
-        """Ids of sentinel-wrapped runs (sentinels dropped), memoised: runs such as numbers, years and
-        common Latin words repeat a lot, and a dictionary hit is far cheaper than a SentencePiece call."""
+    def _encode_runs(self, runs: list[str]) -> tuple[list[list[int]], list[bool]]:
+        """Ids of sentinel-wrapped runs (sentinels dropped), and whether each run's segmentation may
+        depend on what precedes it in its sentence (see `_commuting`). Memoised: runs such as numbers,
+        years and common Latin words repeat a lot, and a dictionary hit is far cheaper than a
+        SentencePiece call."""
         cache = self._run_cache
         missing = [r for r in set(runs) if r not in cache]
         if missing:
             if len(cache) + len(missing) > 200_000:
                 cache.clear()
             # One thread: a thread pool per call costs more than these short runs take to encode.
-            for r, ids in zip(missing, self.sp.encode(missing, num_threads=1)):
-                cache[r] = ids[1:-1]
-        return [cache[r] for r in runs]
+            for r, ids in zip(missing, self.seg.encode(missing, num_threads=1)):
+                cache[r] = (ids[1:-1], self._commuting(ids[1:-1]))
+        hits = [cache[r] for r in runs]
+        return [h[0] for h in hits], [h[1] for h in hits]
+
+    def _commuting(self, ids: list[int]) -> bool:
+        """True when two adjacent pieces commute ("1" "11" spells what "11" "1" spells). Such
+        segmentations tie exactly, and SentencePiece breaks the tie by float rounding of the score
+        accumulated since the start of the sentence: the run must be segmented in its sentence."""
+        return any(
+            a != b and (p := self.pieces[a]) + (q := self.pieces[b]) == q + p for a, b in zip(ids, ids[1:])
+        )
+
+    def _runs_in_context(self, text: str, run_start: np.ndarray, run_end: np.ndarray, which: list[int]):
+        """Ids of runs `which`, cut from the segmentation of their whole sentence: atomic characters
+        are always pieces of their own, so the sentence's pieces either lie inside a run or outside."""
+        out = {}
+        for r in which:
+            a, b = int(run_start[r]), int(run_end[r])
+            s0 = text.rfind("\n", 0, a) + 1
+            s1 = text.find("\n", b)
+            s1 = len(text) if s1 < 0 else s1
+            ids = self.seg.encode(text[s0:s1])
+            lengths = [len(p) for p in self.seg.encode(text[s0:s1], out_type=str)]
+            pos = (s0 + np.cumsum([0] + lengths[:-1])).tolist()
+            inside = [k for k, at in enumerate(pos) if a <= at < b]
+            out[r] = ([ids[k] for k in inside], [lengths[k] for k in inside])
+        return out
 
     def _encode_fast(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ids, character offset of each piece in `text`, pieces per sentence) via the char table."""
         cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
         table = self.char_table
         direct = np.where(cps < len(table), table[np.minimum(cps, len(table) - 1)], -1)
+        if self.space_id is not None and len(direct) > 1:
+            lone_space = np.zeros(len(direct), dtype=bool)
+            lone_space[:-1] = (cps[:-1] == 32) & (direct[1:] >= 0)
+            direct[lone_space] = self.space_id
         other = direct == -1
         # Runs of characters SentencePiece must segment: [run_start, run_end) character ranges.
         edges = np.flatnonzero(np.diff(np.concatenate(([False], other, [False])).astype(np.int8)))
@@ -303,7 +415,11 @@ class Tokenizer:
         # space of the run nor segments it differently. The two sentinel pieces are dropped.
         x = self._sentinel
         runs = [x + text[a:b] + x for a, b in zip(run_start.tolist(), run_end.tolist())]
-        run_ids = self._encode_runs(runs)
+        run_ids, context = self._encode_runs(runs)
+        found = {}
+        if any(context):
+            found = self._runs_in_context(text, run_start, run_end, [r for r, c in enumerate(context) if c])
+            run_ids = [found[r][0] if r in found else ids for r, ids in enumerate(run_ids)]
         run_counts = np.fromiter(map(len, run_ids), dtype=np.int64, count=len(run_ids))
         # Pieces contributed by each character position: 1 for a table character, k for the first
         # character of a run of k pieces, 0 for the other run characters and for "\n".
@@ -320,7 +436,7 @@ class Tokenizer:
             flat = np.fromiter(
                 itertools.chain.from_iterable(run_ids), dtype=np.int32, count=int(run_counts.sum())
             )
-            lengths = self._run_lengths(run_ids, runs)
+            lengths = self._run_lengths(run_ids, runs, found)
             dest = np.repeat(first[run_start] - (np.cumsum(run_counts) - run_counts), run_counts)
             dest += np.arange(len(flat))
             ids[dest] = flat
@@ -335,7 +451,7 @@ class Tokenizer:
 
     def _encode_sentences(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The general path (any vocabulary): SentencePiece on whole sentences."""
-        pieces = self.sp.encode(sentences, num_threads=1)
+        pieces = self.seg.encode(sentences, num_threads=1)
         counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         ids = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int32, count=int(counts.sum()))
         lengths = self._run_lengths(pieces, sentences)

@@ -1,13 +1,24 @@
 """`albert vocab`: train a SentencePiece unigram vocabulary with ALBERT's conventions.
 
-pad = 0, unk = 1, control symbols [CLS] [SEP] [MASK]; no BOS/EOS. Text is `tokenizer.normalize`d
-(NFKC, controls removed, white space folded) before training, and the model uses SentencePiece's
-identity normalisation, so encoding never changes the text and pieces align to characters.
+pad = 0, unk = 1, control symbols [CLS] [SEP] [MASK]; no BOS/EOS.
+
+Normalization (`--normalization`):
+- `compiled` (default): the rules of `pipelines.normalization` (white space, control characters, NFKC,
+  traditional to simplified, ALBERT's quote rule) are compiled into the model's normalizer, with
+  SentencePiece's dummy prefix (a "▁" before each text, as Google's ALBERT vocabularies have). Every
+  consumer of `spm.model` then normalizes the same way: our instance stage, fine-tuning and
+  `albert tokenize`, the sentencepiece library, and transformers' AlbertTokenizer.
+- `python`: the vocabularies made before: SentencePiece's identity normalizer, no dummy prefix, and
+  `tokenizer.normalize` (NFKC, controls removed, white space folded) applied in Python by each
+  consumer of this project. Kept to reproduce those vocabularies; other tools cannot normalize as it.
 
 `split_cjk` (default on) makes every frequent CJK character and punctuation mark its own piece (as in
 Chinese BERT/ALBERT vocabularies, which are character-level for CJK and split punctuation) by declaring
-them user-defined symbols, which SentencePiece always cuts out as single pieces; Latin text keeps
-learned subword pieces. It also enables the tokenizer's fast path (a table lookup per character). This keeps
+them user-defined symbols while training, so that no learned piece contains them; Latin text keeps
+learned subword pieces. In a `compiled` vocabulary they are then stored as ordinary pieces of score 0
+(the highest a piece can have, so SentencePiece still always cuts them out alone): transformers
+turns user-defined pieces into "added tokens", which it matches before normalizing, and a
+traditional character would then escape the normalizer. It also enables the tokenizer's fast path (a table lookup per character). This keeps
 Chinese whole-word masking meaningful: a word is a run of character pieces the segmenter groups.
 
 The training sentences are a seeded reservoir sample of the input stream (bounded memory), and
@@ -19,15 +30,20 @@ from __future__ import annotations
 import argparse
 import collections
 import io
+import os
 import random
 import re
+import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 from pipelines.errors import StageFailed, UserError
+from pipelines.normalization import rules_tsv
 from pipelines.schema import CONTROL_PIECES
 from pipelines.tokenizer import is_cjk_char, normalize
+
+NORMALIZATIONS = ("compiled", "python")
 
 
 @dataclass
@@ -44,12 +60,18 @@ class VocabConfig:
     """Reservoir sample size of training sentences."""
     character_coverage: float = 0.9995
     seed: int = 12345
+    normalization: str = "compiled"
+    """`compiled` (rules inside spm.model) or `python` (identity model, normalized by this project)."""
 
     def __post_init__(self):
         if self.vocab_size < 100:
             raise UserError(f"--vocab-size must be at least 100 (got {self.vocab_size})")
         if self.sample_sentences < 1:
             raise UserError(f"--sample-sentences must be at least 1 (got {self.sample_sentences})")
+        if self.normalization not in NORMALIZATIONS:
+            raise UserError(
+                f"--normalization must be one of {', '.join(NORMALIZATIONS)}, not {self.normalization!r}"
+            )
         if not 0 < self.max_cjk_fraction < 1:  # a field without a CLI option: named as a field
             raise UserError(f"max_cjk_fraction must be in (0, 1), got {self.max_cjk_fraction}")
 
@@ -91,7 +113,11 @@ def train_vocab(
     bytes, training stats)."""
     import sentencepiece as spm
 
-    normalized = (t for t in (normalize(s) for s in sentences) if t)
+    if config.normalization == "compiled":
+        from pipelines.normalization import apply_rules as normalize_text
+    else:
+        normalize_text = normalize
+    normalized = (t for t in (normalize_text(s) for s in sentences) if t)
     sample, seen = reservoir_sample(normalized, config.sample_sentences, config.seed)
     if not sample:
         raise StageFailed(f"no text to train a vocabulary on: {source} holds no non-empty sentence")
@@ -103,6 +129,8 @@ def train_vocab(
     except RuntimeError as err:
         raise _vocab_size_error(err, config) from None
     proto = model.getvalue()
+    if config.normalization == "compiled":
+        proto, dropped = drop_repeated_powers(user_defined_to_normal(proto))
     sp = spm.SentencePieceProcessor(model_proto=proto)
     stats = {
         "sentences_seen": seen,
@@ -110,6 +138,8 @@ def train_vocab(
         "atomic_single_char_pieces": len(symbols),
         "vocab_size": sp.get_piece_size(),
     }
+    if config.normalization == "compiled":
+        stats["repeated_pieces_dropped"] = dropped
     return proto, stats
 
 
@@ -131,7 +161,73 @@ def _vocab_size_error(err: RuntimeError, config: VocabConfig) -> Exception:
     return err
 
 
+def user_defined_to_normal(proto: bytes) -> bytes:
+    """The model with its user-defined pieces (all of score 0) stored as ordinary pieces."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto.FromString(proto)
+    for piece in model.pieces:
+        if piece.type == pb.ModelProto.SentencePiece.USER_DEFINED:
+            piece.type = pb.ModelProto.SentencePiece.NORMAL
+    model.normalizer_spec.normalization_rule_tsv = ""  # a temporary path: the same input, the same bytes
+    return model.SerializeToString()
+
+
+def _primitive_root(piece: str) -> tuple[str, int]:
+    """(w, k) with piece == w * k and k largest ("111" -> ("1", 3), "abab" -> ("ab", 2))."""
+    n = len(piece)
+    for size in range(1, n // 2 + 1):
+        if n % size == 0 and piece[:size] * (n // size) == piece:
+            return piece[:size], n // size
+    return piece, 1
+
+
+def drop_repeated_powers(proto: bytes) -> tuple[bytes, int]:
+    """Keep only the shortest of the pieces that are powers of one string ("1", "11", "111" -> "1").
+
+    Two such pieces commute ("1" "11" spells what "11" "1" spells), so a text like "11111" has several
+    segmentations of exactly equal score. SentencePiece and transformers' Unigram break such ties
+    differently (by float rounding), and no tokenizer could then agree with both. Without them, every
+    segmentation has a unique best score in practice. Returns (model, number of pieces dropped)."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto.FromString(proto)
+    normal = pb.ModelProto.SentencePiece.NORMAL
+    shortest: dict[str, int] = {}
+    for p in model.pieces:
+        if p.type == normal:
+            root, k = _primitive_root(p.piece)
+            shortest[root] = min(shortest.get(root, k), k)
+    keep = [
+        p
+        for p in model.pieces
+        if p.type != normal or _primitive_root(p.piece)[1] == shortest[_primitive_root(p.piece)[0]]
+    ]
+    dropped = len(model.pieces) - len(keep)
+    if dropped:
+        del model.pieces[:]
+        model.pieces.extend(keep)
+    return model.SerializeToString(), dropped
+
+
 def _train(spm, sample: list[str], symbols: list[str], config: VocabConfig, model: io.BytesIO) -> None:
+    if config.normalization == "compiled":
+        with tempfile.TemporaryDirectory() as tmp:
+            rules = os.path.join(tmp, "rules.tsv")
+            with open(rules, "w", encoding="utf-8") as f:
+                f.write(rules_tsv())
+            _train_spm(
+                spm, sample, symbols, config, model, normalization_rule_tsv=rules, add_dummy_prefix=True
+            )
+    else:
+        _train_spm(
+            spm, sample, symbols, config, model, normalization_rule_name="identity", add_dummy_prefix=False
+        )
+
+
+def _train_spm(
+    spm, sample: list[str], symbols: list[str], config: VocabConfig, model: io.BytesIO, **normalizer
+) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sample),
         model_writer=model,
@@ -145,9 +241,8 @@ def _train(spm, sample: list[str], symbols: list[str], config: VocabConfig, mode
         control_symbols=list(CONTROL_PIECES),
         user_defined_symbols=symbols,
         character_coverage=config.character_coverage,
-        normalization_rule_name="identity",
-        add_dummy_prefix=False,
         remove_extra_whitespaces=True,
+        **normalizer,
         split_by_whitespace=True,
         max_sentence_length=1 << 16,
         num_threads=1,  # multi-threaded EM is not bit-reproducible
@@ -222,6 +317,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-cjk-count", type=int, default=d.min_cjk_count)
     p.add_argument("--sample-sentences", type=int, default=d.sample_sentences)
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument(
+        "--normalization",
+        choices=NORMALIZATIONS,
+        default=d.normalization,
+        help="compiled: the normalization rules live inside spm.model, so transformers and every other "
+        "SentencePiece user tokenize as training did (default); python: the older identity vocabulary",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -235,6 +337,7 @@ def run(args: argparse.Namespace) -> int:
         min_cjk_count=args.min_cjk_count,
         sample_sentences=args.sample_sentences,
         seed=args.seed,
+        normalization=args.normalization,
     )
     sentences, inputs = iter_input_sentences(args.corpus, args.text)
     outdir.claim(args.out, "vocab", force=args.force)  # before the training: it may take hours

@@ -46,8 +46,11 @@ class Result:
         return self
 
 
-def albert(*args: str, cwd: str | None = None, env: dict | None = None, timeout: int = 600) -> Result:
-    """`albert ARGS...` as a user runs it (python -m flows.cli, from the repository root)."""
+def albert(
+    *args: str, cwd: str | None = None, env: dict | None = None, timeout: int = 600, stdin: str | None = None
+) -> Result:
+    """`albert ARGS...` as a user runs it (python -m flows.cli, from the repository root); `stdin`:
+    text fed to it (UTF-8)."""
     full_env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)
     proc = subprocess.run(
@@ -56,6 +59,8 @@ def albert(*args: str, cwd: str | None = None, env: dict | None = None, timeout:
         env=full_env,
         capture_output=True,
         text=True,
+        encoding="utf-8",
+        input=stdin if stdin is not None else "",
         timeout=timeout,
     )
     return Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)

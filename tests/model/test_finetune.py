@@ -84,11 +84,24 @@ def test_encoding_layout_and_truncation(vocab_dir):
     assert types.tolist() == [0] * (len(a) + 2) + [1] * (len(b) + 1)
     enc = Encoder(os.path.join(vocab_dir, "spm.model"), max_seq_length=12)
     (ids, types, _), = enc.encode([Example("一二三四五六七八九十一二三四五", "甲乙丙", "0")], labels)  # fmt: skip
-    assert len(ids) == 12 and types.sum() == 4  # longest first: a trimmed to 6, b keeps its 3
+    assert len(ids) == 12 and types.sum() == len(enc.ids("甲乙丙")) + 1  # longest first: b kept whole
     (ids, _, _), = enc.encode([Example("一二三四五六七八九十一二三四五", None, "0")], labels)  # fmt: skip
     assert len(ids) == 12 and ids[-1] == enc.tok.sep_id
     with pytest.raises(UserError, match="label 'x' does not occur"):
         enc.encode([Example("a", None, "x")], labels)
+
+
+def test_traditional_and_full_width_reviews_tokenize_as_pretraining_did(vocab_dir):
+    """The checkpoint's vocabulary normalizes: a traditional-Chinese review gets the ids of its
+    simplified form (not <unk>), the same ids `albert tokenize` and the instance stage give."""
+    from pipelines.tokenize_text import tokenize_lines
+
+    enc = Encoder(os.path.join(vocab_dir, "spm.model"), max_seq_length=64)
+    traditional, simplified = "這個產品質量很好，我們非常滿意！１０分", "这个产品质量很好,我们非常满意!10分"
+    ids = enc.ids(traditional)
+    assert ids.tolist() == enc.ids(simplified).tolist()
+    assert (ids == enc.tok.sp.unk_id()).sum() == 0
+    assert " ".join(map(str, ids.tolist())) == tokenize_lines(enc.tok, [traditional])[0]
 
 
 def test_metrics():

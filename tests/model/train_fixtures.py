@@ -44,7 +44,10 @@ def write_instances(
     from collections import Counter
 
     notes = Counter()
-    prepared = [prepare_document({k: v for k, v in d.items() if k != "words"}, "zh", notes) for d in docs]
+    prepared = [
+        prepare_document({k: v for k, v in d.items() if k != "words"}, "zh", notes, tok.normalizer)
+        for d in docs
+    ]
     prepared = [p for p in prepared if not isinstance(p, str)]
     counts = {}
     for split in ("train", "eval"):

@@ -66,7 +66,7 @@ def gold_run(tmp_path_factory, corpus, vocab_dir):
     return out, manifest
 
 
-def test_read_groups_splits_groups_and_dead_letters(tmp_path, sample_docs):
+def test_read_groups_splits_groups_and_dead_letters(tmp_path, sample_docs, vocab_dir):
     docs = sample_docs[:30] + [
         {"id": "bad", "sentences": "not a list"},
         {"id": "empty", "sentences": ["  ", ""]},
@@ -77,7 +77,9 @@ def test_read_groups_splits_groups_and_dead_letters(tmp_path, sample_docs):
         out = (
             p
             | beam.Create([(0, "jsonl", path)])
-            | beam.ParDo(ReadGroups(CONFIG, str(tmp_path))).with_outputs("read", main="groups")
+            | beam.ParDo(
+                ReadGroups(CONFIG, str(tmp_path), os.path.join(vocab_dir, "spm.model"))
+            ).with_outputs("read", main="groups")
         )
         docs_per_split = out.groups | beam.FlatMap(lambda g: [(g.split, d.id) for d in g.docs])
         expected = [(split_of(d["id"], CONFIG.eval_fraction), d["id"]) for d in sample_docs[:30]]

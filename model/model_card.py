@@ -1,0 +1,205 @@
+"""README.md of a transformers export: what the model is, where it came from, how well it does, and
+what it is for. Built only from files: nothing is claimed that the checkpoint or a report does not
+record.
+
+Sources, each optional except config.json:
+- config.json: the architecture;
+- trainer.json (a training checkpoint): step, training settings, the instances it read;
+- lineage.json + metrics.json (a registry version): corpus, vocabulary and instances manifests, code
+  version, the metrics the promotion gate recorded;
+- reports given with `albert export --eval FILE` (`albert evaluate --out` or `albert finetune --out`):
+  accuracies with their 95% intervals, next to the baselines measured on the same data.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pipelines import storage
+
+
+def _read_json(folder: str, name: str) -> dict | None:
+    path = storage.join(folder, name)
+    if not storage.isfile(path):
+        return None
+    try:
+        data = storage.read_json(path)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def _acc(d: dict) -> str:
+    lo, hi = d.get("ci95") or d.get("accuracy_ci95") or (None, None)
+    interval = f" [{_pct(lo)}, {_pct(hi)}]" if lo is not None else ""
+    n = f" (n={d['n']:,})" if "n" in d else ""
+    return f"{_pct(d['accuracy'])}{interval}{n}"
+
+
+def _eval_section(name: str, r: dict) -> list[str]:
+    if {"masked_lm", "sentence_order"} <= set(r):  # albert evaluate
+        b = r.get("baselines", {})
+        lines = [
+            f"Held-out pretraining metrics (`albert evaluate`, {name}, instances {r.get('instances')}):",
+            "",
+            "| metric | model | baseline (same data) |",
+            "|---|---|---|",
+            f"| masked-LM accuracy | {_acc(r['masked_lm'])} | most frequent train token: "
+            + (
+                _acc(b["masked_lm_most_frequent_train_token"])
+                if "masked_lm_most_frequent_train_token" in b
+                else "-"
+            )
+            + " |",
+            f"| masked-LM loss (nats) | {r['masked_lm'].get('loss', float('nan')):.4f} | unigram: "
+            + (
+                f"{b['masked_lm_unigram_loss']:.4f}"
+                if isinstance(b.get("masked_lm_unigram_loss"), float)
+                else "-"
+            )
+            + " |",
+            f"| sentence-order accuracy | {_acc(r['sentence_order'])} | chance: 50.00% |",
+            "",
+        ]
+        return lines
+    if {"models", "lift"} <= set(r):  # albert finetune
+        split = r["lift"]["split"]
+        lines = [f"Fine-tuning (`albert finetune`, task {r.get('task')}, {name}), {split} split:", ""]
+        lines += ["| model | accuracy [95% interval] | macro-F1 |", "|---|---|---|"]
+        for model_name, m in r["models"].items():
+            x = m[split]
+            lines.append(f"| {model_name} | {_acc(x)} | {x.get('macro_f1', float('nan')):.4f} |")
+        lo, hi = r["lift"]["accuracy_paired_ci95"]
+        lines += [
+            "",
+            f"Lift of pretraining: {100 * r['lift']['accuracy']:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}] "
+            "(paired 95% interval).",
+            "",
+        ]
+        return lines
+    return [f"{name}: not an `albert evaluate` or `albert finetune` report; not shown.", ""]
+
+
+def model_card(ckpt_dir: str, hf_config: dict, reports: dict[str, dict], identity_vocab: bool) -> str:
+    """The README.md text. `reports`: {file name: parsed report JSON}."""
+    trainer = _read_json(ckpt_dir, "trainer.json")
+    lineage = _read_json(ckpt_dir, "lineage.json")
+    metrics = _read_json(ckpt_dir, "metrics.json")
+    c = hf_config
+    lines = [
+        "---",
+        "library_name: transformers",
+        "pipeline_tag: fill-mask",
+        "language: zh",
+        "tags: [albert, fill-mask, pretraining]",
+        "---",
+        "",
+        "# ALBERT (albert-factory export)",
+        "",
+        f"Exported from `{ckpt_dir}` by `albert export --format hf`.",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline",
+        "",
+        'tokenizer = AutoTokenizer.from_pretrained("THIS_FOLDER")',
+        'model = AutoModelForMaskedLM.from_pretrained("THIS_FOLDER")',
+        'fill = pipeline("fill-mask", model="THIS_FOLDER")',
+        'fill("中国的首都是[MASK]京。")',
+        "```",
+        "",
+        "`AutoModelForPreTraining` gives the MLM and sentence-order heads; "
+        "`AlbertForSequenceClassification.from_pretrained` starts a classifier from this backbone "
+        "(its head is new and must be fine-tuned).",
+        "",
+        "## Model",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| layers (parameter groups shared across them) | {c.get('num_hidden_layers')} ({c.get('num_hidden_groups', 1)}) |",
+        f"| hidden size / embedding size | {c.get('hidden_size')} / {c.get('embedding_size')} |",
+        f"| attention heads | {c.get('num_attention_heads')} |",
+        f"| intermediate size | {c.get('intermediate_size')} |",
+        f"| vocabulary | {c.get('vocab_size')} pieces |",
+        f"| max positions | {c.get('max_position_embeddings')} |",
+        "",
+        "## Tokenization",
+        "",
+    ]
+    if identity_vocab:
+        lines += [
+            "**Warning**: this vocabulary predates compiled normalization (`albert vocab "
+            "--normalization python`). Pretraining text was normalized in Python (NFKC, control "
+            "characters removed) before SentencePiece; transformers' tokenizer does not do that, so "
+            "full-width characters and some punctuation tokenize differently (often as `<unk>`). "
+            "Retrain the vocabulary with `albert vocab` for an export that tokenizes as training did.",
+            "",
+        ]
+    else:
+        lines += [
+            "The vocabulary carries its own normalization (compiled into `spiece.model` and copied into "
+            "`tokenizer.json`): full-width forms become ASCII, traditional characters become simplified, "
+            "control characters are removed. `AutoTokenizer` gives the ids pretraining used "
+            "(`albert tokenize` prints them).",
+            "",
+        ]
+    lines += ["## Data lineage", ""]
+    if trainer:
+        cfg = trainer.get("train_config", {})
+        data = trainer.get("data", {})
+        lines += [
+            f"- training step: {trainer.get('step')}",
+            f"- instances: `{data.get('instances')}` (content id {data.get('content_id')})",
+            f"- batch size {cfg.get('batch_size')}, learning rate {cfg.get('learning_rate')}, "
+            f"{cfg.get('max_steps')} steps planned, seed {cfg.get('seed')}",
+        ]
+    if lineage:
+        for key in ("corpus", "vocab", "instances", "run"):
+            entry = lineage.get(key)
+            if isinstance(entry, dict) and entry.get("path"):
+                lines.append(f"- {key}: `{entry['path']}` (manifest sha256 {entry.get('manifest_sha256')})")
+        lines += [
+            f"- registry version {lineage.get('version')}, created {lineage.get('created_at')}",
+            f"- code version {lineage.get('git_commit')}",
+        ]
+    if not trainer and not lineage:
+        lines.append("- not recorded in the exported folder (neither trainer.json nor lineage.json)")
+    lines += ["", "## Evaluation", ""]
+    for name, report in reports.items():
+        lines += _eval_section(name, report)
+    if metrics:
+        lines += [
+            "Metrics recorded when this version was promoted:",
+            "",
+            "```json",
+            json.dumps(metrics, indent=1, sort_keys=True)[:4000],
+            "```",
+            "",
+        ]
+    if not reports and not metrics:
+        lines += [
+            "No evaluation was recorded with this export. Run `albert evaluate --checkpoint DIR "
+            "--instances DIR --out eval.json` and export again with `--eval eval.json`.",
+            "",
+        ]
+    lines += [
+        "## Intended use and limits",
+        "",
+        "- A pretrained encoder for Chinese (simplified) text, to fine-tune for classification, "
+        "matching, tagging or extraction. It is not a text generator.",
+        "- It knows only what its corpus holds: the domain, period and biases of that text. A model "
+        "trained on a small corpus (such as the bundled 1998 People's Daily sample) is a demonstration, "
+        "not a general-purpose model.",
+        "- Inputs longer than the max positions are truncated. Characters outside the vocabulary "
+        "become `<unk>`.",
+        "- fill-mask with transformers puts a `▁` piece after `[MASK]` when text follows it (the "
+        "tokenizer starts every text segment with one); pretraining never saw that, so predictions "
+        "right before other text are slightly less reliable.",
+        "",
+    ]
+    return "\n".join(lines)
