@@ -2,6 +2,7 @@
 the same run (a ratio), never asserted in tests.
 
     instances  our Beam instance pipeline vs the original single-process generator's algorithm
+    tokenize   the encode path: compiled normalization (spm.model) vs the older Python rules
     corpus     read+clean+dedup+segment on the sample, and near-duplicate precision/recall
     model      our pretraining step vs transformers' AlbertForPreTraining (same config and inputs)
     train      loader-only instances/s next to training steps/s
@@ -20,6 +21,7 @@ import time
 
 TARGETS = {
     "instances": "pipelines.bench_instances",
+    "tokenize": "pipelines.bench_tokenize",
     "corpus": "pipelines.corpus.bench",
     "model": "model.bench_model",
     "train": "model.bench_train",

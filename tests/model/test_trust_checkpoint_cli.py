@@ -165,6 +165,9 @@ def test_exports_and_imports_carry_checksums_and_are_verified(ckpt, tmp_path):
         "spm.model",
         "spiece.model",
         "tokenizer_config.json",
+        "tokenizer.json",
+        "special_tokens_map.json",
+        "README.md",
     }
     flip_bit(os.path.join(hf, "model.safetensors"))
     r = albert("export", "--checkpoint", hf, "--format", "hf", "--out", str(tmp_path / "again"))
