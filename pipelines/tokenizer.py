@@ -269,6 +269,7 @@ class Tokenizer:
             self.char_table = table
             self._sentinel = chr(atomic[0][0])
             self._run_cache: dict[str, list[int]] = {}
+            self._context_runs: set[str] = set()
 
     @classmethod
     def load(cls, path: str) -> Tokenizer:
@@ -357,21 +358,23 @@ class Tokenizer:
                 pos += len(ids)
         return lengths
 
-    def _encode_runs(self, runs: list[str]) -> tuple[list[list[int]], list[bool]]:
-        """Ids of sentinel-wrapped runs (sentinels dropped), and whether each run's segmentation may
-        depend on what precedes it in its sentence (see `_commuting`). Memoised: runs such as numbers,
-        years and common Latin words repeat a lot, and a dictionary hit is far cheaper than a
-        SentencePiece call."""
+    def _encode_runs(self, runs: list[str]) -> tuple[list[list[int]], bool]:
+        """Ids of sentinel-wrapped runs (sentinels dropped), and whether any run's segmentation may
+        depend on what precedes it in its sentence (see `_commuting`; those runs are in
+        `self._context_runs`). Memoised: runs such as numbers, years and common Latin words repeat a
+        lot, and a dictionary hit is far cheaper than a SentencePiece call."""
         cache = self._run_cache
         missing = [r for r in set(runs) if r not in cache]
         if missing:
             if len(cache) + len(missing) > 200_000:
                 cache.clear()
+                self._context_runs.clear()
             # One thread: a thread pool per call costs more than these short runs take to encode.
             for r, ids in zip(missing, self.seg.encode(missing, num_threads=1)):
-                cache[r] = (ids[1:-1], self._commuting(ids[1:-1]))
-        hits = [cache[r] for r in runs]
-        return [h[0] for h in hits], [h[1] for h in hits]
+                cache[r] = ids[1:-1]
+                if self._commuting(ids[1:-1]):
+                    self._context_runs.add(r)
+        return [cache[r] for r in runs], bool(self._context_runs) and not self._context_runs.isdisjoint(runs)
 
     def _commuting(self, ids: list[int]) -> bool:
         """True when two adjacent pieces commute ("1" "11" spells what "11" "1" spells). Such
@@ -417,8 +420,9 @@ class Tokenizer:
         runs = [x + text[a:b] + x for a, b in zip(run_start.tolist(), run_end.tolist())]
         run_ids, context = self._encode_runs(runs)
         found = {}
-        if any(context):
-            found = self._runs_in_context(text, run_start, run_end, [r for r, c in enumerate(context) if c])
+        if context:
+            which = [r for r, run in enumerate(runs) if run in self._context_runs]
+            found = self._runs_in_context(text, run_start, run_end, which)
             run_ids = [found[r][0] if r in found else ids for r, ids in enumerate(run_ids)]
         run_counts = np.fromiter(map(len, run_ids), dtype=np.int64, count=len(run_ids))
         # Pieces contributed by each character position: 1 for a table character, k for the first
