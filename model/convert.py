@@ -450,7 +450,7 @@ def export_hf(
         files[SPM_NAME] = proto
         files.update(tokenizer_files(parse_spm(spm_path, proto), proto, hf_config["max_position_embeddings"]))
         identity = identity_vocabulary(proto)
-    files["README.md"] = model_card(ckpt, hf_config, reports, identity).encode()
+    files["README.md"] = model_card(ckpt, hf_config, reports, identity, out).encode()
     claim(out, "export", force=force)  # new, empty, an earlier export, or --force
     write_files(out, files)
     return out

@@ -84,8 +84,15 @@ def _eval_section(name: str, r: dict) -> list[str]:
     return [f"{name}: not an `albert evaluate` or `albert finetune` report; not shown.", ""]
 
 
-def model_card(ckpt_dir: str, hf_config: dict, reports: dict[str, dict], identity_vocab: bool) -> str:
-    """The README.md text. `reports`: {file name: parsed report JSON}."""
+def model_card(
+    ckpt_dir: str,
+    hf_config: dict,
+    reports: dict[str, dict],
+    identity_vocab: bool,
+    out_dir: str = "THIS_FOLDER",
+) -> str:
+    """The README.md text. `reports`: {file name: parsed report JSON}; `out_dir`: the export folder,
+    as the usage example names it."""
     trainer = _read_json(ckpt_dir, "trainer.json")
     lineage = _read_json(ckpt_dir, "lineage.json")
     metrics = _read_json(ckpt_dir, "metrics.json")
@@ -107,9 +114,9 @@ def model_card(ckpt_dir: str, hf_config: dict, reports: dict[str, dict], identit
         "```python",
         "from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline",
         "",
-        'tokenizer = AutoTokenizer.from_pretrained("THIS_FOLDER")',
-        'model = AutoModelForMaskedLM.from_pretrained("THIS_FOLDER")',
-        'fill = pipeline("fill-mask", model="THIS_FOLDER")',
+        f'tokenizer = AutoTokenizer.from_pretrained("{out_dir}")',
+        f'model = AutoModelForMaskedLM.from_pretrained("{out_dir}")',
+        f'fill = pipeline("fill-mask", model="{out_dir}")',
         'fill("中国的首都是[MASK]京。")',
         "```",
         "",
