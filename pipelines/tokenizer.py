@@ -160,14 +160,15 @@ class TextNormalizer:
     SentencePiece normalizes, "▁" becomes " " again, and the dummy prefix stays as a leading space.
     Otherwise the Python rules of `normalize` (the vocabularies made before rules were compiled)."""
 
-    def __init__(self, model_proto: bytes):
+    def __init__(self, model_proto: bytes, sp=None):
         import sentencepiece as spm
         from sentencepiece import sentencepiece_model_pb2 as pb
 
         spec = pb.ModelProto.FromString(model_proto).normalizer_spec
         self.compiled = spec.name != "identity"
         self.dummy_prefix = self.compiled and spec.add_dummy_prefix
-        self._sp = spm.SentencePieceProcessor(model_proto=model_proto) if self.compiled else None
+        # `sp`: a processor of the same model already loaded (the Tokenizer's), not loaded twice.
+        self._sp = (sp or spm.SentencePieceProcessor(model_proto=model_proto)) if self.compiled else None
 
     def many(self, texts: list[str]) -> list[str]:
         if not self.compiled:
@@ -207,7 +208,7 @@ class Tokenizer:
 
         self.model_proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
-        self.normalizer = TextNormalizer(model_proto)
+        self.normalizer = TextNormalizer(model_proto, self.sp)
         # Segments normalized text (see identity_model); the identity vocabularies segment with sp.
         self.seg = (
             spm.SentencePieceProcessor(model_proto=identity_model(model_proto))
