@@ -27,7 +27,7 @@ from flows.common import (
     stage_task,
 )
 from flows.params import Runner
-from pipelines import storage
+from pipelines.core import storage
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (DESIGN.md)
 DEFAULT_ROOT = "out/factory"

@@ -22,8 +22,7 @@ from flows.common import (
     stage_task,
 )
 from flows.params import Runner, WholeWord
-from pipelines import storage
-from pipelines.manifest import file_sha256
+from pipelines.core import storage
 
 DEFAULT_ROOT = "out/factory"
 
@@ -93,7 +92,7 @@ def build_instances(
         "eval_fraction": eval_fraction,
         "seed": seed,
     }
-    vocab_hash = file_sha256(storage.join(vocab_dir, "spm.model"))  # a vocab folder or a registry version
+    vocab_hash = storage.sha256(storage.join(vocab_dir, "spm.model"))  # a vocab folder or a registry version
     key = stage_key("instances", corpus=output_hashes(corpus_dir), vocab=vocab_hash, options=options)
     out = storage.join(storage.absolute(storage_root), "instances", key)
     reused = is_complete(out)

@@ -19,7 +19,7 @@ import argparse
 import importlib
 import sys
 
-from pipelines.errors import StageFailed, UserError
+from pipelines.core.errors import StageFailed, UserError
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -28,8 +28,8 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext, TaskRunContext
 
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 MANIFEST = "manifest.json"
 KEY_CHARS = 16

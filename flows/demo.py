@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from pipelines import storage
+from pipelines.core import storage
 
 DEFAULT_OUT = "out/demo"
 

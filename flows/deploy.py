@@ -27,7 +27,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_FILE = os.path.join(REPO_ROOT, "infra", "prefect.yaml")
@@ -84,7 +84,7 @@ class Spec:
 def load_file(path: str = DEFAULT_FILE) -> dict:
     import yaml
 
-    from pipelines import storage
+    from pipelines.core import storage
 
     if not storage.isfile(path):
         raise UserError(f"{path} not found (pass --prefect-file)")
@@ -251,7 +251,7 @@ def base_job_template(pool: dict, infra_dir: str) -> dict:
     """The pool's base job template: its own file, or Prefect's default for the pool type (read from
     the metadata Prefect ships, so it works offline)."""
     if pool.get("base_job_template"):
-        from pipelines import storage
+        from pipelines.core import storage
 
         return storage.read_json(storage.join(infra_dir, pool["base_job_template"]))
     if pool["type"] == "process":

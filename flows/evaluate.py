@@ -25,8 +25,8 @@ from flows.common import (
     stage_task,
 )
 from model.samples import Baselines, EvalSample
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 DEFAULT_ROOT = "out/factory"
 

@@ -18,7 +18,7 @@ from flows.common import (
     stage_key,
     stage_task,
 )
-from pipelines import storage
+from pipelines.core import storage
 
 
 def finetune_available() -> bool:

@@ -41,7 +41,7 @@ from model.stats import (
     paired_ratio_difference,
     wilson,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 PRIMARY = "mlm_loss"
 SECONDARY = ("sop_accuracy", "downstream_accuracy")

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from flows.common import parse_stage_args
 from flows.params import PRESETS
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 
 def stage_args_problem(command: str, argv: Sequence[str], required: Sequence[str] = ()) -> str | None:

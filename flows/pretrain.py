@@ -37,7 +37,7 @@ from flows.common import (
     stream_process,
 )
 from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
-from pipelines import storage
+from pipelines.core import storage
 
 DEFAULT_ROOT = "out/factory"
 # TrainConfig field -> `albert pretrain` flag, for the options this flow exposes as parameters.
@@ -172,7 +172,7 @@ def training_summary(run_dir: str) -> dict:
 def write_run_manifest(
     run_dir: str, instances_dir: str, options: dict, checkpoint: str, summary: dict
 ) -> dict:
-    from pipelines.manifest import write_manifest
+    from pipelines.core.manifest import write_manifest
 
     ckpt_sums = storage.read_json(storage.join(checkpoint, "checksums.json"))
     return write_manifest(
@@ -317,9 +317,7 @@ def pretrain(
 
 
 def _sha(path: str) -> str:
-    from pipelines.manifest import file_sha256
-
-    return file_sha256(path)
+    return storage.sha256(path)
 
 
 def locals_for_remote(params: dict) -> dict:

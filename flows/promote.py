@@ -45,8 +45,8 @@ from flows.registry import (
     gate_and_promote,
 )
 from model.samples import DownstreamSample
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 DEFAULT_REGISTRY = "out/factory/registry"
 

@@ -45,8 +45,8 @@ from importlib import metadata
 from typing import Any
 
 from flows.gate import Decision
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 _log = logging.getLogger(__name__)
 
@@ -695,7 +695,7 @@ def build_lineage(
 ) -> dict:
     """Where a checkpoint came from: stage folders with the sha256 of their manifests, the vocabulary
     and config hashes, the code version and the package versions."""
-    from pipelines.manifest import MANIFEST, code_version
+    from pipelines.core.manifest import MANIFEST, code_version
 
     def manifest_of(d: str | None) -> dict | None:
         if not d:

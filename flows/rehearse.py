@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 BUCKET = "albert-rehearsal"
 SCHEDULE = "weekly-zhwiki-base"
@@ -80,9 +80,9 @@ def section(title: str) -> None:
 def write_dumps(dumps: str, articles: int) -> dict:
     """The weekly run's inputs, in the formats it reads, from the bundled sample: the first articles as
     a zhwiki multistream dump (with its index), the next as news2016zh JSON lines."""
+    from pipelines.core.storage import join, write_text
     from pipelines.corpus.dumps import article_wikitext, news2016zh_line, page_xml, write_dump
     from pipelines.peoples_daily import read_articles
-    from pipelines.storage import join, write_text
 
     docs = [d for d in read_articles(limit=articles) if len(d["sentences"]) >= 2]
     half = len(docs) // 2
@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     from flows.demo import summarize
     from flows.gcs_emulator import create_bucket, local_gcs
     from flows.server import local_server
-    from pipelines import storage
+    from pipelines.core import storage
 
     started = time.time()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

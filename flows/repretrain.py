@@ -36,7 +36,7 @@ from flows.pretrain import pretrain
 from flows.promote import promote
 from flows.registry import DEFAULT_MODEL, Registry
 from flows.train_vocab import train_vocab
-from pipelines import storage
+from pipelines.core import storage
 
 DEFAULT_ROOT = "out/factory"
 

@@ -17,7 +17,7 @@ from flows.common import (
     stage_result,
     stage_task,
 )
-from pipelines import storage
+from pipelines.core import storage
 
 DEFAULT_ROOT = "out/factory"
 

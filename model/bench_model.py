@@ -33,7 +33,7 @@ import torch
 from model.albert import AlbertForPreTraining, model_flops_per_token
 from model.config import AlbertConfig, load_config
 from pipelines.bench_report import module_main, report
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 # Dense (no sparsity) peak TFLOP/s per device: bf16/fp16 tensor cores, and plain fp32.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {

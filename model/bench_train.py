@@ -39,8 +39,9 @@ def write_synthetic(
     out: str, num: int, L: int, P: int, vocab: int = 21128, files: int = 4, seed: int = 0
 ) -> str:
     """`num` random instances in the schema (train split in `files` files, a small eval split) + manifest."""
-    from pipelines.manifest import write_manifest
-    from pipelines.tfexample import encode_examples, frame_record
+    from pipelines.core.manifest import write_manifest
+    from pipelines.core.tfrecord import frame_record
+    from pipelines.tfexample import encode_examples
 
     rng = np.random.default_rng(seed)
     os.makedirs(out, exist_ok=True)

@@ -10,7 +10,7 @@ A checkpoint folder holds
                                                data position, Python and NumPy RNG state
     checksums.json                             sha256 of every file above, written LAST
 
-It is written with pipelines.storage.write_folder: locally into a hidden temporary folder next to its
+It is written with pipelines.core.storage.write_folder: locally into a hidden temporary folder next to its
 final place, renamed when complete; on an object store (gs://, s3://), which has no folder rename, the
 files in place and checksums.json last. A folder without checksums.json is never taken for a
 checkpoint. `latest` returns the newest folder whose checksums verify; a corrupt or partial one
@@ -45,7 +45,7 @@ from model.convert import (
     tied_aliases,
     verify_file,
 )
-from pipelines import storage
+from pipelines.core import storage
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

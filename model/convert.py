@@ -41,8 +41,8 @@ from model.albert import (
     AlbertPreTrainedModel,
 )
 from model.config import AlbertConfig
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 from pipelines.outdir import claim
 
 CONFIG_NAME = "config.json"
@@ -241,7 +241,7 @@ def save_pretrained(
     model: AlbertPreTrainedModel, out_dir: str | Path, spm_model_path: str | Path | None = None
 ) -> str:
     """Write config.json, model.safetensors, (optionally) spm.model and checksums.json into out_dir (a
-    folder or URL). Each file appears whole (pipelines.storage.write_bytes), checksums.json last."""
+    folder or URL). Each file appears whole (pipelines.core.storage.write_bytes), checksums.json last."""
     from safetensors.torch import save as st_save
 
     out = str(out_dir)

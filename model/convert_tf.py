@@ -48,8 +48,8 @@ from model.convert import (
     to_hf_state_dict,
     verify_file,
 )
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 from pipelines.outdir import claim
 
 # Not weights: optimizer slots (google's LAMB/AdamW write adam_m / adam_v; tf.train.AdamOptimizer

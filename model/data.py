@@ -43,8 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 from pipelines.schema import FEATURES, feature_lengths
 
 # Features the trainer needs (token_boundary is not decoded) and the names the model takes them by.

@@ -38,8 +38,8 @@ import torch.nn.functional as F
 from model.convert import SPM_NAME, parse_spm
 from model.samples import Baselines, EvalSample
 from model.stats import wilson
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 
 def _acc(correct: float, n: float) -> dict:

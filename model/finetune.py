@@ -43,8 +43,8 @@ import torch
 
 from model.samples import DownstreamSample
 from model.stats import paired_proportion_difference, wilson
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import torch
 
 from model.config import AlbertConfig
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 GiB = 1024**3
 FP32 = 4  # bytes

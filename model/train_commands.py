@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 
 def _pretrain_arguments(p: argparse.ArgumentParser) -> None:

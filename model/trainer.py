@@ -46,8 +46,8 @@ from model import distributed as distx
 from model.albert import AlbertForPreTraining
 from model.config import AlbertConfig
 from model.optim import Schedule, build_optimizer
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 
 class TrainingDiverged(UserError):

@@ -63,7 +63,7 @@ def repeat_documents(docs: list[dict], times: int) -> list[dict]:
 
 def write_corpus(out_dir: str, docs: list[dict], shards: int = 2) -> str:
     """A corpus-stage folder: `docs-0000k-of-0000n.jsonl.gz` shards (contiguous runs) + manifest."""
-    from pipelines.manifest import write_manifest
+    from pipelines.core.manifest import write_manifest
 
     os.makedirs(out_dir, exist_ok=True)
     per = -(-len(docs) // shards)

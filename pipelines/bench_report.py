@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 
 def report(result: dict[str, Any], table: str, json_path: str | None) -> int:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import gzip
 import json
 
-from pipelines import storage
-from pipelines.errors import StageFailed
+from pipelines.core import storage
+from pipelines.core.errors import StageFailed
 
 
 def first_dead_letter(pattern: str, reason: str) -> str | None:

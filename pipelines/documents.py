@@ -18,8 +18,8 @@ import json
 import zlib
 from collections.abc import Iterator
 
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 # What reading a damaged file raises: gzip/bz2 headers and CRCs (OSError), a stream that ends early
 # (EOFError), corrupt deflate data (zlib.error), a file that vanished or cannot be opened (OSError).

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipelines.core.tfrecord import frame_record
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.packing import PackingConfig, assemble, plan_chunks
-from pipelines.tfexample import encode_examples, frame_record
+from pipelines.tfexample import encode_examples
 from pipelines.tokenizer import (
     EncodedDoc,
     TextNormalizer,

@@ -34,10 +34,11 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import documents, outdir, peoples_daily, storage
+from pipelines import documents, outdir, peoples_daily
+from pipelines.core import storage
+from pipelines.core.errors import StageFailed, UserError
 from pipelines.deadletter import check_dead_letters
 from pipelines.documents import UnreadableFile
-from pipelines.errors import StageFailed, UserError
 from pipelines.instance_builder import (
     InstanceConfig,
     PreparedDoc,
@@ -361,9 +362,8 @@ def check_outcome(
 
 def describe_inputs(inputs: list[tuple[int, str, str]]) -> list[dict]:
     """The inputs as the manifest records them (kind, path, content hash)."""
-    from pipelines.manifest import file_sha256
 
-    return [{"kind": kind, "path": path, "sha256": file_sha256(path)} for _, kind, path in inputs]
+    return [{"kind": kind, "path": path, "sha256": storage.sha256(path)} for _, kind, path in inputs]
 
 
 def check_previous(out_dir: str, inputs: list[dict], vocab_sha: str, config: InstanceConfig, force: bool):
@@ -403,7 +403,7 @@ def run_pipeline(
     Before any work: the vocabulary loads, `out_dir` is ours (pipelines.outdir.claim) and holds no
     finished instances of other inputs or options (unless force). After the run: StageFailed, and no
     manifest, when the accounting does not balance or the outcome is not usable (check_outcome)."""
-    from pipelines.manifest import file_sha256, read_manifest, write_manifest
+    from pipelines.core.manifest import read_manifest, write_manifest
 
     vocab_model = vocab_dir.rstrip("/") + "/spm.model" if not vocab_dir.endswith(".model") else vocab_dir
     if not storage.isfile(vocab_model):
@@ -413,7 +413,7 @@ def run_pipeline(
     # flows cannot pass --force): the first file of every run has this name.
     outdir.claim(out_dir, "instances", force=force, legacy=("train-00000-00000-000.tfrecord",))
     described = describe_inputs(inputs)
-    vocab_sha = file_sha256(vocab_model)
+    vocab_sha = storage.sha256(vocab_model)
     check_previous(out_dir, described, vocab_sha, config, force)
     storage.remove(storage.join(out_dir, "manifest.json"))  # this folder is incomplete until we finish
     for pattern in ("*.tfrecord", "skipped-*.jsonl.gz", "stats.json"):
@@ -463,7 +463,7 @@ def run_pipeline(
         seconds=round(elapsed, 2),
         summary=summarize(stats, config),
         counts=stats,
-        outputs={storage.basename(p): file_sha256(p) for p in files},
+        outputs={storage.basename(p): storage.sha256(p) for p in files},
     )
 
 

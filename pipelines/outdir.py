@@ -14,7 +14,7 @@ stage is refused even with --force: `albert instances --out` on a corpus folder 
 takeover.
 
 Claiming writes the marker (again): a folder that cannot be written is refused then, before any work.
-Works on local paths and fsspec URLs alike (pipelines.storage).
+Works on local paths and fsspec URLs alike (pipelines.core.storage).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 MARKER = ".albert-stage.json"
 

@@ -19,9 +19,9 @@ import os
 import re
 from collections.abc import Iterator
 
-from pipelines import storage
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 from pipelines.documents import READ_ERRORS, UnreadableFile, make_document, unreadable
-from pipelines.errors import UserError
 from pipelines.sentences import split_sentences
 
 SOURCE = "peoples-daily"

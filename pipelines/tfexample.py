@@ -1,4 +1,4 @@
-"""`tf.train.Example` serialisation and TFRecord framing, without TensorFlow.
+"""`tf.train.Example` serialisation without TensorFlow (the TFRecord framing is pipelines/core/tfrecord.py).
 
 The protobuf wire format of an Example with int64/float features is small enough to write directly,
 and doing so (a) keeps TensorFlow (4 s to import, ~1 GB) out of the Beam workers, (b) encodes whole
@@ -11,14 +11,10 @@ Wire format used (field numbers from tensorflow/core/example/{example,feature}.p
     Features   { map<string, Feature> feature = 1; }      # map entry: key = 1, value = 2
     Feature    { FloatList float_list = 2; Int64List int64_list = 3; }
     Int64List  { repeated int64 value = 1 [packed]; }      FloatList { repeated float value = 1 [packed]; }
-TFRecord: uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data), little-endian.
 """
 
 from __future__ import annotations
 
-import struct
-
-import google_crc32c
 import numpy as np
 
 from pipelines.schema import FEATURES
@@ -122,28 +118,3 @@ def encode_examples(features: dict[str, np.ndarray]) -> list[bytes]:
         features_msg = b"".join(p)
         out.append(b"\x0a" + _len(len(features_msg)) + features_msg)  # Example.features (field 1)
     return out
-
-
-def _masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frame_record(data: bytes) -> bytes:
-    """One TFRecord: length, its masked CRC32C, the data, its masked CRC32C."""
-    length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", _masked_crc(length)) + data + struct.pack("<I", _masked_crc(data))
-
-
-def read_records(blob: bytes, verify: bool = True):
-    """Iterate the records of a TFRecord file's bytes (a small reader for tests and tools)."""
-    pos = 0
-    while pos < len(blob):
-        (length,) = struct.unpack_from("<Q", blob, pos)
-        if verify and struct.unpack_from("<I", blob, pos + 8)[0] != _masked_crc(blob[pos : pos + 8]):
-            raise ValueError(f"corrupt TFRecord length at byte {pos}")
-        data = blob[pos + 12 : pos + 12 + length]
-        if verify and struct.unpack_from("<I", blob, pos + 12 + length)[0] != _masked_crc(data):
-            raise ValueError(f"corrupt TFRecord data at byte {pos}")
-        yield data
-        pos += 16 + length

@@ -22,8 +22,8 @@ import hashlib
 import io
 import sys
 
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 from pipelines.tokenizer import Tokenizer
 
 SPM = "spm.model"

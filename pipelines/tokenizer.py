@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 from pipelines.schema import CLS_PIECE, MASK_PIECE, PAD_ID, SEP_PIECE, UNK_ID
 
 WholeWord = Literal["zh", "sp", "gold", "none"]
@@ -280,7 +280,7 @@ class Tokenizer:
         `albert vocab` must have the sha256 recorded there: a model file cut at a piece boundary still
         parses (as a model with fewer pieces and SentencePiece's default normalisation), so parsing
         alone cannot tell a damaged copy."""
-        from pipelines import storage
+        from pipelines.core import storage
 
         if not path.endswith(".model"):
             path = storage.join(path, "spm.model")
@@ -499,7 +499,7 @@ def _check_against_vocab_manifest(path: str, proto: bytes) -> None:
     another sha256 for it (the file was damaged or replaced after the vocabulary was trained)."""
     import hashlib
 
-    from pipelines import storage
+    from pipelines.core import storage
 
     folder = storage.dirname(path)
     manifest_path = storage.join(folder, "manifest.json")

@@ -38,7 +38,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
-from pipelines.errors import StageFailed, UserError
+from pipelines.core.errors import StageFailed, UserError
 from pipelines.normalization import rules_tsv
 from pipelines.schema import CONTROL_PIECES
 from pipelines.tokenizer import is_cjk_char, normalize
@@ -255,7 +255,7 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
     """Write spm.model and spm.vocab (piece<TAB>score, the format SentencePiece itself writes)."""
     import sentencepiece as spm
 
-    from pipelines import storage
+    from pipelines.core import storage
 
     model_path = storage.join(out_dir, "spm.model")
     storage.write_bytes(model_path, proto)
@@ -273,7 +273,8 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
 def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator[str], list[str]]:
     """Sentences from a corpus folder, a text file, or (neither given) the bundled sample.
     Returns (stream of sentences, input paths for the manifest)."""
-    from pipelines import documents, peoples_daily, storage
+    from pipelines import documents, peoples_daily
+    from pipelines.core import storage
 
     if corpus and text:
         raise UserError("give either --corpus or --text, not both")
@@ -327,9 +328,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines import outdir, storage
+    from pipelines import outdir
+    from pipelines.core import storage
+    from pipelines.core.manifest import MANIFEST, write_manifest
     from pipelines.documents import UnreadableFile
-    from pipelines.manifest import MANIFEST, file_sha256, write_manifest
 
     config = VocabConfig(
         vocab_size=args.vocab_size,
@@ -350,11 +352,11 @@ def run(args: argparse.Namespace) -> int:
     write_manifest(
         args.out,
         "vocab",
-        inputs=[{"path": p, "sha256": file_sha256(p)} for p in inputs],
+        inputs=[{"path": p, "sha256": storage.sha256(p)} for p in inputs],
         config=asdict(config),
         seed=config.seed,
         counts=stats,
-        outputs={storage.basename(p): file_sha256(p) for p in outputs},
+        outputs={storage.basename(p): storage.sha256(p) for p in outputs},
     )
     print(
         f"vocab: {stats['vocab_size']} pieces ({stats['atomic_single_char_pieces']} single CJK/punctuation characters) "

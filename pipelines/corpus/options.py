@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
 

@@ -28,10 +28,10 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipelines import storage
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 from pipelines.corpus.options import CorpusOptions
 from pipelines.documents import UnreadableFile, content_id
-from pipelines.errors import UserError
 
 SOURCE_KINDS = ("zhwiki", "wiki2019zh", "news2016zh", "text", "peoples-daily")
 # A damaged file: bad gzip/bz2 headers or CRCs (OSError), a stream that ends early (EOFError), corrupt

@@ -15,14 +15,15 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-from pipelines import outdir, storage
+from pipelines import outdir
+from pipelines.core import storage
+from pipelines.core.errors import StageFailed, UserError
+from pipelines.core.manifest import MANIFEST, write_manifest
 from pipelines.corpus.dedup import NS
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
 from pipelines.corpus.sources import plan_sources
 from pipelines.deadletter import check_dead_letters
-from pipelines.errors import StageFailed, UserError
-from pipelines.manifest import MANIFEST, file_sha256, write_manifest
 
 STATS = "stats.json"
 
@@ -183,7 +184,7 @@ def describe_inputs(items: list[dict]) -> list[dict]:
             if storage.is_url(path):
                 entry["checksum"] = storage.checksum(path)
             else:
-                entry["sha256"] = file_sha256(path)
+                entry["sha256"] = storage.sha256(path)
             out.append(entry)
     return out
 
@@ -285,7 +286,7 @@ def run_corpus(
         + [
             {
                 "file": STATS,
-                "sha256": file_sha256(storage.join(out_dir, STATS)),
+                "sha256": storage.sha256(storage.join(out_dir, STATS)),
             }
         ],
     )

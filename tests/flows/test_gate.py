@@ -24,7 +24,7 @@ from flows.gate import (
     decision_table_markdown,
     format_p,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 ALPHA = 0.05
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from flows.deploy import DEFAULT_FILE, REPO_ROOT
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 INFRA = os.path.join(REPO_ROOT, "infra")
 

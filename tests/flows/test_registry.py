@@ -19,7 +19,7 @@ from flows.registry import (
     Registry,
     gate_and_promote,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 # The gate's decision is flows/gate.py's business (tests/flows/test_gate.py); here the registry acts on it.
 PROMOTE = Decision(True, ["the test says promote"])

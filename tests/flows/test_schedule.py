@@ -30,7 +30,7 @@ from flows.server import (
     scheduler_insert_problem,
     stop_process_group,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 from tests.flows.scheduled_flow import DEPLOYMENT_NAME, FLOW_NAME
 
 INTERVAL_SECONDS = 5

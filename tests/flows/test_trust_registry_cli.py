@@ -18,7 +18,7 @@ import stat
 import pytest
 
 from flows.registry import BrokenVersion, Registry
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 from tests.cli import Result, albert, flip_bit, tree, truncate
 from tests.model import train_fixtures
 from tests.model.train_fixtures import cli_args, perturbed_copy
@@ -475,7 +475,7 @@ def test_exported_and_registry_files_follow_the_umask(tmp_path, ckpt, instances_
 
 
 def test_a_gs_registry_refuses_a_rollback_to_a_deleted_version(bucket, tmp_path, ckpt):
-    from pipelines import storage
+    from pipelines.core import storage
 
     root = f"{bucket}/registry"
     seed(root, ckpt)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from model.config import PRESETS, AlbertConfig, ConfigError, load_config
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 from tests.model.tiny import tiny_config
 
 

@@ -21,7 +21,7 @@ from model.convert import (
     save_pretrained,
     tied_aliases,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 from tests.model.tiny import VOCAB, randomize_, tiny_config, toy_batch
 
 

@@ -17,7 +17,7 @@ import torch
 from flows.cli import main as cli
 from model.config import AlbertConfig
 from model.convert import load_pretrained
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 from tests.model.tiny import VOCAB, tiny_config, toy_batch
 
 tf = pytest.importorskip("tensorflow")
@@ -274,7 +274,7 @@ def test_export_and_import_through_a_bucket(tmp_path, bucket):
     from model.albert import AlbertForPreTraining
     from model.convert import export_hf, save_pretrained
     from model.convert_tf import export_tf, import_tf_checkpoint
-    from pipelines import storage
+    from pipelines.core import storage
 
     config = tiny_config()
     torch.manual_seed(0)

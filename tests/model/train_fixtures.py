@@ -29,8 +29,9 @@ def write_instances(
 ) -> str:
     """Instances of `docs` into `out` (train split in `files` files, eval split in one), + manifest
     (with the vocabulary's sha256 and the outputs' hashes, as pipelines/instances.py writes them)."""
+    from pipelines.core import storage
+    from pipelines.core.manifest import write_manifest
     from pipelines.instance_builder import InstanceConfig, build_group, prepare_document, split_of
-    from pipelines.manifest import file_sha256, write_manifest
     from pipelines.masking import MaskingConfig
     from pipelines.packing import PackingConfig
     from pipelines.tokenizer import Tokenizer
@@ -67,11 +68,13 @@ def write_instances(
         out,
         "instances",
         config={"packing": {"max_seq_length": L}, "masking": {"max_predictions": P}, "dupe_factor": dupe},
-        vocab={"path": spm, "sha256": file_sha256(spm)},
+        vocab={"path": spm, "sha256": storage.sha256(spm)},
         seed=seed,
         summary=counts,
         outputs={
-            n: file_sha256(os.path.join(out, n)) for n in sorted(os.listdir(out)) if n.endswith(".tfrecord")
+            n: storage.sha256(os.path.join(out, n))
+            for n in sorted(os.listdir(out))
+            if n.endswith(".tfrecord")
         },
     )
     return out

@@ -14,13 +14,13 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from flows.cli import main as albert
+from pipelines.core.manifest import write_manifest
+from pipelines.core.tfrecord import read_records
 from pipelines.instance_builder import InstanceConfig, split_of
 from pipelines.instances import CreateInstances, ReadGroups, run_pipeline
-from pipelines.manifest import write_manifest
 from pipelines.masking import MaskingConfig
 from pipelines.packing import PackingConfig
 from pipelines.schema import tf_parse_spec
-from pipelines.tfexample import read_records
 
 tf = pytest.importorskip("tensorflow")
 L, P = 128, 20
@@ -245,7 +245,7 @@ def test_dataflow_gets_the_worker_wheel_with_the_instance_stage_dependencies(tmp
     """What would be sent to Dataflow, without contacting GCP."""
     import zipfile
 
-    from pipelines.errors import UserError
+    from pipelines.core.errors import UserError
     from pipelines.instances import beam_flags
 
     flags = beam_flags("DataflowRunner", ["--project", "p", "--region", "r", "--temp_location", "gs://b/tmp"])

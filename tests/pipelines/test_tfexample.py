@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipelines.core.tfrecord import frame_record, read_records
 from pipelines.schema import FEATURES, feature_lengths, tf_parse_spec
-from pipelines.tfexample import encode_examples, encode_varints, frame_record, read_records
+from pipelines.tfexample import encode_examples, encode_varints
 
 tf = pytest.importorskip("tensorflow")
 

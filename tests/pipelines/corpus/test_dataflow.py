@@ -172,7 +172,7 @@ def test_worker_dockerfile_matches_the_launcher():
 def test_dataflow_without_project_region_or_temp_location_is_a_user_error():
     import pytest
 
-    from pipelines.errors import UserError
+    from pipelines.core.errors import UserError
 
     with pytest.raises(UserError, match="--project --region --temp_location"):
         beam_flags("DataflowRunner", ["--sdk_container_image", "img"])

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
+from pipelines.core.errors import UserError
 from pipelines.corpus import sources
 from pipelines.corpus.options import CorpusOptions
-from pipelines.errors import UserError
 from tests.pipelines.corpus.fixtures import page_xml, write_dump, write_jsonl, write_text
 
 OPTS = CorpusOptions()

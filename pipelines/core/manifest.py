@@ -12,15 +12,10 @@ import os
 import subprocess
 from importlib import metadata
 
-from pipelines import storage
-from pipelines.errors import UserError
+from pipelines.core import storage
+from pipelines.core.errors import UserError
 
 MANIFEST = "manifest.json"
-
-
-def file_sha256(path: str) -> str:
-    """Content hash of a local file or fsspec URL, streamed."""
-    return storage.sha256(path)
 
 
 def code_version() -> str:

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Iterator
 from typing import IO, Any
 
-from pipelines.errors import UserError
+from pipelines.core.errors import UserError
 
 # The package each common protocol needs (fsspec names it too, in a longer message).
 _PACKAGES = {"gs": "gcsfs", "gcs": "gcsfs", "s3": "s3fs", "s3a": "s3fs", "az": "adlfs", "abfs": "adlfs"}
