@@ -167,10 +167,9 @@ def evaluate_checkpoint(
     """Everything `albert evaluate` reports, as a dict (see the module docstring)."""
     from model.convert import load_pretrained
     from model.data import InstanceStream, find_instances
+    from model.device import resolve_device
 
-    dev = torch.device(
-        "cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device
-    )
+    dev = resolve_device(device)
     eval_data = find_instances(instances, "eval")
     train_data = find_instances(instances, "train")
     model = load_pretrained(checkpoint, "AlbertForPreTraining").to(dev)  # verified (checksums.json)

@@ -343,9 +343,9 @@ def run_finetune(
 
     if not train or not dev:
         raise UserError("fine-tuning needs non-empty train and dev sets")
-    device = torch.device(
-        ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
-    )
+    from model.device import resolve_device
+
+    device = resolve_device(cfg.device)
     config, state, _ = read_checkpoint(checkpoint)  # verified (checksums.json), read once
     if cfg.max_seq_length > config.max_position_embeddings:
         raise UserError(

@@ -45,6 +45,7 @@ from model import checkpoint as ckpt
 from model import distributed as distx
 from model.albert import AlbertForPreTraining
 from model.config import AlbertConfig
+from model.device import resolve_device
 from model.optim import Schedule, build_optimizer
 from pipelines.core import storage
 from pipelines.core.errors import UserError
@@ -153,18 +154,6 @@ class TrainConfig:
             raise UserError(
                 f"{self.out} holds a run with other settings ({detail}); use a new --out, or the same options"
             )
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "tpu":
-        from model.tpu import xla_device
-
-        return xla_device()
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is available")
-    return torch.device(name)
 
 
 def build_model_config(cfg: TrainConfig, vocab_size: int | None, vocab: str | None = None) -> AlbertConfig:
