@@ -29,7 +29,7 @@ from flows.common import (
 from flows.params import Runner
 from pipelines.core import storage
 
-DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (DESIGN.md)
+DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (docs/architecture.md)
 DEFAULT_ROOT = "out/factory"
 
 

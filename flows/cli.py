@@ -1,4 +1,4 @@
-"""`albert`: one entry point whose subcommands mirror the stages (DESIGN.md).
+"""`albert`: one entry point whose subcommands mirror the stages (docs/architecture.md).
 
 Each subcommand lives in the module that owns its stage and exposes two functions:
 

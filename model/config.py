@@ -333,7 +333,7 @@ class AlbertConfig:
         storage.write_text(str(path), json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-# REFERENCE.md §3. ALBERT presets are the v2 configs (no dropout); BERT equivalents keep BERT's 0.1
+# docs/albert.md §3. ALBERT presets are the v2 configs (no dropout); BERT equivalents keep BERT's 0.1
 # dropout, use E = H and share nothing. Vocabulary 30000 (Google's SentencePiece); albert_zh tiny uses
 # the 21128-entry Chinese BERT vocabulary.
 def _albert(E: int, H: int, layers: int, heads: int, vocab: int = 30000) -> dict[str, Any]:

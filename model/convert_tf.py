@@ -1,6 +1,6 @@
 """Original TF checkpoints (google-research/albert, Google-layout albert_zh) <-> checkpoint folders.
 
-Variable names (REFERENCE.md §3), for group g and inner layer k:
+Variable names (docs/albert.md §3), for group g and inner layer k:
 
     bert/embeddings/{word,position,token_type}_embeddings        albert.embeddings.*.weight
     bert/embeddings/LayerNorm/{gamma,beta}                       albert.embeddings.LayerNorm.{weight,bias}

@@ -484,7 +484,7 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
     """The files of `split` in an instance folder (ours: `{split}-*.tfrecord` + manifest.json), or the
     files a glob / single file names (e.g. the original generator's output, which has no manifest).
 
-    A folder without manifest.json is an unfinished stage (DESIGN.md) and is refused; so are the files
+    A folder without manifest.json is an unfinished stage (docs/architecture.md) and is refused; so are the files
     of such a folder named through a glob (a glob must not be a way around the manifest)."""
     manifest = None
     foreign = storage.has_glob(path) or storage.isfile(path)

@@ -4,7 +4,7 @@
 
 Metrics on the eval split (the instance stage holds out whole documents by id hash):
 - masked_lm_accuracy / masked_lm_loss: over real predictions (masked_lm_weights = 1), the model's
-  argmax against the original token; loss = mean cross-entropy (REFERENCE.md §3).
+  argmax against the original token; loss = mean cross-entropy (docs/albert.md §3).
 - sentence_order_accuracy / sentence_order_loss.
 
 Baselines, measured on exactly the same eval predictions:

@@ -1,6 +1,6 @@
 """LAMB (as the ALBERT reference trainer has it), AdamW, and the warmup + linear-decay schedule.
 
-LAMB, per parameter w with gradient g (google-research/albert lamb_optimizer.py; REFERENCE.md §4):
+LAMB, per parameter w with gradient g (google-research/albert lamb_optimizer.py; docs/albert.md §4):
 
     m = b1 m + (1 - b1) g                 v = b2 v + (1 - b2) g^2          (NO bias correction)
     u = m / (sqrt(v) + eps)  [+ wd * w   for decayed parameters]
@@ -30,7 +30,7 @@ NO_DECAY_MARKERS = ("LayerNorm", "layer_norm", "bias")
 
 
 def excluded(name: str) -> bool:
-    """True for parameters without weight decay and layer adaptation (REFERENCE.md §4)."""
+    """True for parameters without weight decay and layer adaptation (docs/albert.md §4)."""
     return any(m in name for m in NO_DECAY_MARKERS)
 
 

@@ -1,6 +1,6 @@
 """N-gram whole-word masking, for a batch of sequences at once (numpy + one tight loop per sequence).
 
-Rules (REFERENCE.md §1):
+Rules (docs/albert.md §1):
 - budget = min(max_predictions, max(1, round(len(tokens) * masked_lm_prob))), len counting [CLS]/[SEP];
 - candidates are whole words; a span is n consecutive words, n in 1..max_ngram drawn with p ∝ 1/n
   (6/11, 3/11, 2/11 for n ≤ 3; renormalised where fewer words follow); spans are tried in a random
@@ -9,7 +9,7 @@ Rules (REFERENCE.md §1):
 - each predicted token: 80% [MASK], 10% a random ordinary piece, 10% unchanged;
 - labels are the ids that were in the input; positions ascending.
 All randomness comes from the `numpy.random.Generator` passed in, so results are reproducible (the
-original draws n from numpy's unseeded global RNG: REFERENCE.md §1).
+original draws n from numpy's unseeded global RNG: docs/albert.md §1).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ORIGINAL ALBERT instance generator's algorithm, re-implemented as the benchmark's reference.
 
 google-research/albert's `create_pretraining_data.py`, written here from its description
-(REFERENCE.md §1), with its behaviour kept on purpose, faults included, so that `albert bench
+(docs/albert.md §1), with its behaviour kept on purpose, faults included, so that `albert bench
 instances` compares our pipeline with what people actually ran:
 
 - one process; every document is read and tokenized into memory first (tokens as Python strings);

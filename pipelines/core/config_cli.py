@@ -137,7 +137,9 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["default"] = list(default) if m["repeat"] else default
         if m["repeat"]:
             kwargs["action"] = "append"
-        parser.add_argument(flag_of(f), **{k: v for k, v in kwargs.items() if v is not None or k == "default"})
+        parser.add_argument(
+            flag_of(f), **{k: v for k, v in kwargs.items() if v is not None or k == "default"}
+        )
 
 
 def from_args(cls: type, args: argparse.Namespace | dict) -> Any:

@@ -12,7 +12,7 @@ from tests.model.tiny import tiny_config
 
 
 def test_presets_match_reference_table():
-    expected = {  # REFERENCE.md §3: L, H, E, heads, FFN
+    expected = {  # docs/albert.md §3: L, H, E, heads, FFN
         "base": (12, 768, 128, 12, 3072),
         "large": (24, 1024, 128, 16, 4096),
         "xlarge": (24, 2048, 128, 16, 8192),

@@ -1,4 +1,4 @@
-"""Masking invariants (REFERENCE.md §1) as properties over random sequences, plus frequency checks."""
+"""Masking invariants (docs/albert.md §1) as properties over random sequences, plus frequency checks."""
 
 from __future__ import annotations
 
