@@ -14,7 +14,7 @@ truth is the exact character-shingle Jaccard (the pipeline's own shingling, on c
   - precision: share of merges (removed document -> its survivor) whose Jaccard is >= 0.5
     (natural duplicates of the sample count as well: every merge is checked).
 
-`python -m pipelines.corpus.bench` prints the table; `--sweep` compares shingle sizes and bands x rows
+`python -m benchmarks.corpus` (`albert bench corpus`) prints the table; `--sweep` compares shingle sizes and bands x rows
 with the same pure functions (no Beam) to justify the defaults.
 """
 
@@ -393,9 +393,7 @@ def format_table(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.corpus.bench", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.corpus", description=__doc__.split("\n")[0])
     parser.add_argument("--originals", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=None)

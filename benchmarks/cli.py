@@ -20,11 +20,11 @@ import sys
 import time
 
 TARGETS = {
-    "instances": "pipelines.bench_instances",
-    "tokenize": "pipelines.bench_tokenize",
-    "corpus": "pipelines.corpus.bench",
-    "model": "model.bench_model",
-    "train": "model.bench_train",
+    "instances": "benchmarks.instances",
+    "tokenize": "benchmarks.tokenize",
+    "corpus": "benchmarks.corpus",
+    "model": "benchmarks.model",
+    "train": "benchmarks.train",
 }
 
 
