@@ -8,6 +8,8 @@
     model       benchmarks/model.py
     train       benchmarks/train.py
 
+Every target takes `--json PATH` to also write its figures as JSON (benchmarks/report.py).
+
 Not product code: `pipelines`, `model` and `flows` never import this package, and the Dataflow worker
 wheel (pipelines/corpus/staging.py) carries `pipelines/` only. Benchmarks may import every layer.
 """

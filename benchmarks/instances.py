@@ -35,7 +35,7 @@ import tempfile
 import time
 
 from benchmarks.instance_runs import run_child
-from benchmarks.report import report
+from benchmarks.report import add_json_argument, report
 
 REFERENCE_DOCS = 800
 """The reference generator runs on the first this-many documents of the sample (~470k tokens)."""
@@ -268,7 +268,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--documents", type=int, default=None, help="use only the first N sample documents")
     p.add_argument("--reference-docs", type=int, default=REFERENCE_DOCS)
     p.add_argument("--out", default=None, help="keep inputs and outputs here (default: a temp dir)")
-    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    add_json_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.report import module_main, report
+from benchmarks.report import add_json_argument, module_main, report
 from model.albert import AlbertForPreTraining, model_flops_per_token
 from model.config import AlbertConfig, load_config
 from pipelines.core.errors import UserError
@@ -345,7 +345,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peak-tflops", type=float, default=None, help="device peak for MFU (default: table)"
     )
-    parser.add_argument("--json-out", default=None, help="also write the full result as JSON here")
+    add_json_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -366,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
         peak=args.peak_tflops,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
-    return report(result, format_table(result), args.json_out)
+    return report(result, format_table(result), args.json)
 
 
 if __name__ == "__main__":

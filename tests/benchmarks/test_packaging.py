@@ -1,10 +1,18 @@
 """Benchmarks are not product code: product packages never import them, the Dataflow worker wheel does
-not carry them."""
+not carry them, and every `albert bench` target takes the same `--json PATH` option."""
 
 from __future__ import annotations
 
+import argparse
 import ast
+import contextlib
+import importlib
+import io
 import os
+
+import pytest
+
+from benchmarks.cli import TARGETS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PRODUCT = ("pipelines", "model", "flows")
@@ -44,3 +52,21 @@ def test_worker_wheel_ships_product_code_only(tmp_path):
         names = [n for n in zf.namelist() if ".dist-info/" not in n]
     assert names and all(n.startswith("pipelines/") for n in names)
     assert not [n for n in names if "bench" in n or "reference_generator" in n]
+
+
+def _help(module_name: str) -> str:
+    module = importlib.import_module(module_name)
+    if hasattr(module, "add_arguments"):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        return parser.format_help()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        module.main(["--help"])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_every_target_takes_json_path(target):
+    text = _help(TARGETS[target])
+    assert "--json PATH" in text and "--json-out" not in text
