@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "finetune": ("model.train_commands", "sentence (pair) classification: pretrained vs from scratch"),
     "export": ("model.commands", "checkpoint folder -> transformers (hf) or original TF checkpoint"),
     "import": ("model.commands", "original TF checkpoint + albert_config.json -> checkpoint folder"),
-    "bench": ("flows.bench", "throughput benchmarks, side by side with references"),
+    "bench": ("benchmarks.cli", "throughput benchmarks, side by side with references"),
     "promote": ("flows.promote", "gate a candidate against production in the registry; --rollback"),
     "demo": ("flows.demo", "the whole chain on the bundled sample, through Prefect, on CPU"),
     "deploy": ("flows.deploy", "register the Prefect deployments and work pools of infra/prefect.yaml"),

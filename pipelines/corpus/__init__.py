@@ -2,5 +2,5 @@
 
 Modules: sources (readers), wikitext / normalize / filters (cleaning rules), minhash + dedup
 (deduplication), clean (per-record glue), pipeline (the Beam graph), stage (run + stats + manifest),
-cli, bench, staging (the Dataflow worker package).
+cli, staging (the Dataflow worker package). Its benchmark is benchmarks/corpus.py.
 """

@@ -1,6 +1,6 @@
 """Options of the corpus stage: one typed, validated dataclass; every threshold documented here.
 
-Defaults were chosen on the bundled People's Daily sample (see `pipelines/corpus/bench.py` and the
+Defaults were chosen on the bundled People's Daily sample (see `benchmarks/corpus.py` and the
 figures in `pipelines/corpus/README.md`): they keep ordinary news articles and drop what is too short,
 not Chinese, unpunctuated, repetitive or duplicated.
 """

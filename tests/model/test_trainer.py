@@ -167,18 +167,6 @@ def test_tpu_without_torch_xla_is_a_clear_error(tmp_path, instances_dir, model_c
         Trainer(train_config(instances_dir, str(tmp_path / "r"), model_config_file, device="tpu"))
 
 
-def test_bench_train_reports_loader_and_step_rates(instances_dir):
-    from model.bench_train import format_table, run_train_bench
-
-    r = run_train_bench(
-        instances_dir, configs=("tiny",), batch_size=2, steps=1, reference=False, loader_seconds=0.2
-    )
-    assert r["loader"]["ours"]["per_cpu_second"] > 0 and r["loader"]["ours"]["instances"] > 0
-    (t,) = r["train"]
-    assert t["config"] == "tiny" and t["steps_per_s"] > 0 and t["tokens_per_s"] > 0 and t["seq_len"] == 64
-    assert "instances/s per core" in format_table(r)
-
-
 def test_fresh_runs_start_the_output_bias_at_the_label_unigram(tmp_path, instances_dir, model_config_file):
     import numpy as np
 

@@ -1,7 +1,7 @@
 """`albert bench train`: can the loader feed the model? Loader-only instances/s per core next to the
 training step rate (steps/s, tokens/s) of the real trainer step, for tiny and base.
 
-    python -m model.bench_train [--instances DIR] [--configs tiny,base] [--seq-len 128] ...
+    python -m benchmarks.train [--instances DIR] [--configs tiny,base] [--seq-len 128] ...
 
 Loader: `model.data.InstanceStream` in this process (framing, CRC check, window shuffle, parse, torch
 tensors), measured in CPU seconds of the process, so the figure is per core whatever the machine's
@@ -27,7 +27,7 @@ import time
 import numpy as np
 import torch
 
-from pipelines.bench_report import module_main, report
+from benchmarks.report import add_json_argument, module_main, report
 
 
 def _cpu() -> float:
@@ -276,7 +276,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--no-reference", action="store_true", help="skip the tf.data reference")
-    parser.add_argument("--json-out", default=None)
+    add_json_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -294,8 +294,8 @@ def run(args: argparse.Namespace) -> int:
         reference=not args.no_reference,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
-    return report(result, format_table(result), args.json_out)
+    return report(result, format_table(result), args.json)
 
 
 if __name__ == "__main__":
-    module_main("model.bench_train", __doc__, add_arguments, run)
+    module_main("benchmarks.train", __doc__, add_arguments, run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pipelines.bench_tokenize import main
+from benchmarks.tokenize import main
 
 
 def test_bench_tokenize_prints_both_paths_and_full_parity(capsys):

@@ -14,7 +14,7 @@ truth is the exact character-shingle Jaccard (the pipeline's own shingling, on c
   - precision: share of merges (removed document -> its survivor) whose Jaccard is >= 0.5
     (natural duplicates of the sample count as well: every merge is checked).
 
-`python -m pipelines.corpus.bench` prints the table; `--sweep` compares shingle sizes and bands x rows
+`python -m benchmarks.corpus` (`albert bench corpus`) prints the table; `--sweep` compares shingle sizes and bands x rows
 with the same pure functions (no Beam) to justify the defaults.
 """
 
@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from benchmarks.report import add_json_argument, report, write_json
 from pipelines.corpus import clean, minhash
 from pipelines.corpus.normalize import ChineseConverter
 from pipelines.corpus.options import CorpusOptions
@@ -393,28 +394,23 @@ def format_table(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.corpus.bench", description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.corpus", description=__doc__.split("\n")[0])
     parser.add_argument("--originals", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--sweep", action="store_true", help="compare dedup parameters instead")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.sweep:
         rows = sweep(args.originals, args.seed)
-        if args.json:
-            print(json.dumps(rows, indent=2))
-        else:
-            keys = list(rows[0])
-            print("  ".join(f"{k:>14}" for k in keys))
-            for row in rows:
-                print("  ".join(f"{row[k]!s:>14}" for k in keys))
+        keys = list(rows[0])
+        print("  ".join(f"{k:>14}" for k in keys))
+        for row in rows:
+            print("  ".join(f"{row[k]!s:>14}" for k in keys))
+        write_json(rows, args.json)
         return 0
     result = run_corpus_bench(args.originals, args.seed, args.workers)
-    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else format_table(result))
-    return 0
+    return report(result, format_table(result), args.json)
 
 
 if __name__ == "__main__":

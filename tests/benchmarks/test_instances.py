@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.bench_instances import format_table, run_instances_bench
-from pipelines.reference_generator import (
+from benchmarks.instances import format_table, run_instances_bench
+from benchmarks.reference_generator import (
     ReferenceConfig,
     generate,
     is_start_piece,

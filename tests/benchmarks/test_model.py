@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.bench_model import format_table, make_batch, peak_tflops, run_model_bench
+from benchmarks.model import format_table, make_batch, peak_tflops, run_model_bench
 from pipelines.core.errors import UserError
 from tests.model.tiny import tiny_config
 

@@ -9,7 +9,8 @@ the same run (a ratio), never asserted in tests.
     all        every one of the above, in that order
 
 Each target runs as its own process (`python -m MODULE`), so peak memory and imports do not leak from
-one into the next. Options after the target go to it (`albert bench model --device cuda`).
+one into the next. Options after the target go to it (`albert bench model --device cuda`); every
+target takes `--json PATH` to also write its figures as JSON.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import sys
 import time
 
 TARGETS = {
-    "instances": "pipelines.bench_instances",
-    "tokenize": "pipelines.bench_tokenize",
-    "corpus": "pipelines.corpus.bench",
-    "model": "model.bench_model",
-    "train": "model.bench_train",
+    "instances": "benchmarks.instances",
+    "tokenize": "benchmarks.tokenize",
+    "corpus": "benchmarks.corpus",
+    "model": "benchmarks.model",
+    "train": "benchmarks.train",
 }
 
 

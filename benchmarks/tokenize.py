@@ -11,12 +11,15 @@ is normalized and tokenized by each, interleaved, best of `--repeats` (CPU time,
 
 Also printed: pieces per character (the compiled vocabulary's dummy prefix adds a "▁" per sentence)
 and, for the compiled vocabulary, how many sentences get exactly `sentencepiece.encode(raw)`.
+`--json PATH` also writes these figures (characters per CPU-second, pieces per character) as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+
+from benchmarks.report import add_json_argument, write_json
 
 
 def _timed(fn, repeats: int) -> float:
@@ -36,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="albert bench tokenize", description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--docs", type=int, default=None, help="first N articles of the sample (default all)")
+    add_json_argument(p)
     args = p.parse_args(argv)
 
     docs = [d["sentences"] for d in read_articles(limit=args.docs)]
@@ -73,6 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     tok = tokenizers["compiled"]
     same = sum(tok.encode(s).tolist() == tok.sp.encode(s) for s in sentences)
     print(f"\ncompiled: {same:,}/{len(sentences):,} sentences give exactly sentencepiece.encode(raw text)")
+    names = ("normalize_chars_per_cpu_s", "segment_chars_per_cpu_s", "together_chars_per_cpu_s")
+    result = {
+        "documents": len(docs),
+        "sentences": len(sentences),
+        "characters": chars,
+        "paths": {
+            kind: {**dict(zip(names, map(round, row[:3]))), "pieces_per_char": round(row[3], 4)}
+            for kind, row in rows.items()
+        },
+        "compiled_same_as_sentencepiece": same,
+    }
+    write_json(result, args.json)
     return 0
 
 

@@ -13,7 +13,7 @@ the same batch; steps alternate between the two so that a change in machine load
 GPU: `--device cuda --dtype bf16 [--compile]` runs the same comparison under bf16 autocast (and
 torch.compile for both models); the step is then timed with CUDA synchronisation.
 
-    python -m model.bench_model --config base --batch-size 8 --seq-len 128 --predictions 20
+    python -m benchmarks.model --config base --batch-size 8 --seq-len 128 --predictions 20
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
+from benchmarks.report import add_json_argument, module_main, report
 from model.albert import AlbertForPreTraining, model_flops_per_token
 from model.config import AlbertConfig, load_config
-from pipelines.bench_report import module_main, report
 from pipelines.core.errors import UserError
 
 # Dense (no sparsity) peak TFLOP/s per device: bf16/fp16 tensor cores, and plain fp32.
@@ -345,7 +345,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peak-tflops", type=float, default=None, help="device peak for MFU (default: table)"
     )
-    parser.add_argument("--json-out", default=None, help="also write the full result as JSON here")
+    add_json_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -366,8 +366,8 @@ def run(args: argparse.Namespace) -> int:
         peak=args.peak_tflops,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
-    return report(result, format_table(result), args.json_out)
+    return report(result, format_table(result), args.json)
 
 
 if __name__ == "__main__":
-    module_main("model.bench_model", __doc__, add_arguments, run)
+    module_main("benchmarks.model", __doc__, add_arguments, run)

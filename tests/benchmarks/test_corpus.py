@@ -3,7 +3,8 @@ import random
 import numpy as np
 import pytest
 
-from pipelines.corpus import bench, minhash
+from benchmarks import corpus as bench
+from pipelines.corpus import minhash
 from pipelines.corpus.options import CorpusOptions
 
 

@@ -7,13 +7,13 @@ sample, written as a 2-shard corpus folder:
                  prepare, tokenize, pack, mask, serialise, write, stats, manifest) as a user runs it
     ours (core)  `prepare_document` + `encode_group` + `build_group` in-process on the same documents
                  (already in memory), without Beam and without writing: the pure instance-building cost
-    reference    `pipelines.reference_generator` (the original create_pretraining_data.py algorithm) on
+    reference    `benchmarks.reference_generator` (the original create_pretraining_data.py algorithm) on
                  the FIRST `reference_docs` documents only (it is slow), in the original's text format
 
-Every measured configuration runs in a fresh subprocess (`python -m pipelines.bench_instances --_child
-SPEC`, which prints one JSON line), so its peak RSS is its own: the parent reads it from `os.wait4`
-(ru_maxrss of that child and of the processes it waited for, i.e. the largest single process; with
-workers > 1 that is one Beam worker or the driver, not their sum). CPU seconds are measured in the
+Every measured configuration runs in a fresh subprocess (benchmarks/instance_runs.py, which prints
+one JSON line), so its peak RSS is its own: the parent reads it from `os.wait4` (ru_maxrss of that
+child and of the processes it waited for, i.e. the largest single process; with workers > 1 that is
+one Beam worker or the driver, not their sum). CPU seconds are measured in the
 child around the work itself (RUSAGE_SELF + RUSAGE_CHILDREN deltas, so Beam worker processes count),
 not wall time: the machine is shared. Throughput = real (non-padding) tokens written per CPU-second,
 i.e. per core. Interpreter start-up and imports (Beam ~2 s, TensorFlow ~4 s) are outside the timed
@@ -29,12 +29,13 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
+
+from benchmarks.instance_runs import run_child
+from benchmarks.report import add_json_argument, report
 
 REFERENCE_DOCS = 800
 """The reference generator runs on the first this-many documents of the sample (~470k tokens)."""
@@ -84,165 +85,6 @@ def write_text(path: str, docs: list[dict]) -> str:
             lines = [s.replace("\n", " ").strip() for s in d["sentences"]]
             f.write("".join(line + "\n" for line in lines if line) + "\n")
     return path
-
-
-# ----------------------------------------------------------------------- children (one per run)
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its waited-for children (Beam workers), user + system."""
-    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
-
-
-def _instance_config(spec: dict):
-    from pipelines.instance_builder import InstanceConfig
-    from pipelines.masking import MaskingConfig
-    from pipelines.packing import PackingConfig
-
-    return InstanceConfig(
-        packing=PackingConfig(spec["max_seq_length"]),
-        masking=MaskingConfig(max_predictions=spec["max_predictions"]),
-        whole_word=spec["mode"],
-        dupe_factor=spec["dupe_factor"],
-    )
-
-
-def _child_ours(spec: dict) -> dict:
-    from pipelines.instances import resolve_inputs, run_pipeline
-
-    config = _instance_config(spec)
-    inputs = resolve_inputs(None, spec["corpus"])
-    beam_args = ["--runner=DirectRunner"]
-    if spec["workers"] == 1:
-        beam_args.append("--direct_running_mode=in_memory")
-    else:
-        beam_args += ["--direct_running_mode=multi_processing", f"--direct_num_workers={spec['workers']}"]
-    baseline = _own_peak_rss_mb()
-    cpu, wall = _cpu_seconds(), time.perf_counter()
-    manifest = run_pipeline(inputs, spec["vocab"], spec["out"], config, beam_args)
-    cpu, wall = _cpu_seconds() - cpu, time.perf_counter() - wall
-    counts = [manifest["counts"][s] for s in ("train", "eval") if s in manifest["counts"]]
-    return _figures(
-        documents=sum(c.get("documents", 0) for c in counts),
-        instances=sum(c["instances"] for c in counts),
-        real_tokens=sum(c["real_tokens"] for c in counts),
-        positions=sum(c["positions"] for c in counts),
-        masked=sum(c["masked"] for c in counts),
-        cpu_s=cpu,
-        wall_s=wall,
-        rss_after_imports_mb=baseline,
-    )
-
-
-def _child_core(spec: dict) -> dict:
-    """The pipeline's per-group work without Beam: documents are read first (untimed), then grouped
-    per input file and split exactly as `ReadGroups` does, and built for every dupe index."""
-    from collections import Counter
-
-    from pipelines.documents import corpus_files, read_jsonl_documents
-    from pipelines.instance_builder import build_group, encode_group, prepare_document, split_of
-    from pipelines.tokenizer import Tokenizer
-
-    config = _instance_config(spec)
-    files = [list(read_jsonl_documents(p)) for p in corpus_files(spec["corpus"])]
-    tokenizer = Tokenizer.load(spec["vocab"])
-    totals = Counter()
-    baseline = _own_peak_rss_mb()  # the documents are already in memory here
-    cpu, wall = time.process_time(), time.perf_counter()
-    for docs in files:
-        pending, chars, groups = {"train": [], "eval": []}, {"train": 0, "eval": 0}, []
-        for doc in docs:
-            prepared = prepare_document(doc, config.whole_word, Counter(), tokenizer.normalizer)
-            if isinstance(prepared, str):
-                continue
-            split = split_of(prepared.id, config.eval_fraction)
-            pending[split].append(prepared)
-            chars[split] += prepared.chars
-            if chars[split] >= config.group_chars:
-                groups.append(pending[split])
-                pending[split], chars[split] = [], 0
-        groups += [g for g in pending.values() if g]
-        for group in groups:
-            stream = encode_group(group, tokenizer, config.whole_word)
-            totals["documents"] += len(group)
-            for dupe in range(config.dupe_factor):
-                _, stats = build_group(group, tokenizer, config, dupe, stream)
-                totals.update({k: stats[k] for k in ("instances", "real_tokens", "positions", "masked")})
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    return _figures(**totals, cpu_s=cpu, wall_s=wall, rss_after_imports_mb=baseline)
-
-
-def _child_reference(spec: dict) -> dict:
-    import tensorflow  # noqa: F401  (imported before timing, like Beam for ours)
-
-    from pipelines.reference_generator import ReferenceConfig, generate, read_text
-    from pipelines.tokenizer import Tokenizer
-
-    config = ReferenceConfig(
-        max_seq_length=spec["max_seq_length"],
-        max_predictions=spec["max_predictions"],
-        dupe_factor=spec["dupe_factor"],
-        whole_word=spec["mode"],
-    )
-    baseline = _own_peak_rss_mb()
-    cpu, wall = _cpu_seconds(), time.perf_counter()
-    tokenizer = Tokenizer.load(spec["vocab"])
-    stats = generate(read_text(spec["text"]), tokenizer, spec["out"], config)
-    cpu, wall = _cpu_seconds() - cpu, time.perf_counter() - wall
-    return _figures(
-        **{k: stats[k] for k in ("documents", "instances", "real_tokens", "positions", "masked")},
-        cpu_s=cpu,
-        wall_s=wall,
-        rss_after_imports_mb=baseline,
-    )
-
-
-def _own_peak_rss_mb() -> float:
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return round(kb / 2**20 if sys.platform == "darwin" else kb / 1024, 1)
-
-
-def _figures(
-    documents, instances, real_tokens, positions, masked, cpu_s, wall_s, rss_after_imports_mb
-) -> dict:
-    return {
-        "documents": documents,
-        "instances": instances,
-        "real_tokens": real_tokens,
-        "cpu_s": round(cpu_s, 3),
-        "tokens_per_cpu_s": round(real_tokens / cpu_s) if cpu_s > 0 else None,
-        "wall_s": round(wall_s, 3),
-        "fill_rate": round(real_tokens / positions, 4) if positions else 0.0,
-        "masked_fraction": round(masked / real_tokens, 4) if real_tokens else 0.0,
-        "rss_after_imports_mb": rss_after_imports_mb,
-    }
-
-
-_CHILDREN = {"ours": _child_ours, "core": _child_core, "reference": _child_reference}
-
-
-def _run_child(spec: dict) -> dict:
-    """Run one measured configuration in a fresh interpreter; add its peak RSS (MB), read by wait4."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, "-m", "pipelines.bench_instances", "--_child", json.dumps(spec)]
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, cwd=root)
-        out = proc.stdout.read()
-        proc.stdout.close()
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not all children's
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            err.seek(0)
-            tail = err.read().decode("utf-8", "replace")[-3000:]
-            raise RuntimeError(f"benchmark child {spec['kind']} failed ({proc.returncode}):\n{tail}")
-    result = json.loads(out.decode().strip().splitlines()[-1])
-    kb = usage.ru_maxrss  # KiB on Linux, bytes on macOS
-    result["peak_rss_mb"] = round(kb / 2**20 if sys.platform == "darwin" else kb / 1024, 1)
-    result["process_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)  # imports included
-    return result
 
 
 # ------------------------------------------------------------------------------------------ bench
@@ -302,7 +144,7 @@ def run_instances_bench(
             spec["out"] = os.path.join(work, f"out-{kind}-{mode}-{scale}x")
             if kind == "reference":
                 spec["text"], spec["out"] = texts[scale], spec["out"] + ".tfrecord"
-            return _run_child(spec)
+            return run_child(spec)
 
         result: dict = {
             "config": dict(
@@ -426,12 +268,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--documents", type=int, default=None, help="use only the first N sample documents")
     p.add_argument("--reference-docs", type=int, default=REFERENCE_DOCS)
     p.add_argument("--out", default=None, help="keep inputs and outputs here (default: a temp dir)")
-    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    add_json_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.bench_report import report
-
     result = run_instances_bench(
         max_seq_length=args.max_seq_length,
         dupe_factor=args.dupe_factor,
@@ -448,14 +288,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--_child"]:  # internal: one measured run, one JSON line on stdout
-        spec = json.loads(argv[1])
-        print(json.dumps(_CHILDREN[spec["kind"]](spec)), flush=True)
-        return 0
-    p = argparse.ArgumentParser(
-        prog="python -m pipelines.bench_instances", description=__doc__.split("\n")[0]
-    )
+    p = argparse.ArgumentParser(prog="python -m benchmarks.instances", description=__doc__.split("\n")[0])
     add_arguments(p)
     return run(p.parse_args(argv))
 
