@@ -32,14 +32,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from model.albert import (
-    SHARED_SUBMODULES,
-    AlbertForPreTraining,
-    AlbertForSequenceClassification,
-    AlbertForTokenClassification,
-    AlbertModel,
-    AlbertPreTrainedModel,
-)
+from model.albert import SHARED_SUBMODULES, AlbertForPreTraining, AlbertModel, AlbertPreTrainedModel
+from model.classifiers import AlbertForSequenceClassification, AlbertForTokenClassification
 from model.config import AlbertConfig
 from pipelines.core import storage
 from pipelines.core.errors import UserError

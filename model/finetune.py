@@ -121,7 +121,7 @@ def finetune_checkpoint(
     log=print,
 ) -> dict:
     """Pretrained vs from scratch, same architecture, data, seed and budget. Returns the report."""
-    from model.albert import AlbertForSequenceClassification
+    from model.classifiers import AlbertForSequenceClassification
     from model.convert import load_state, read_checkpoint
     from model.device import resolve_device
 
