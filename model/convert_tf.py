@@ -34,19 +34,16 @@ import numpy as np
 import torch
 
 from model.albert import AlbertForPreTraining
+from model.checksums import CHECKSUMS_NAME, checksums_json, read_checksums, verify_file
 from model.config import AlbertConfig
 from model.convert import (
-    CHECKSUMS_NAME,
     SPM_NAME,
     check_apart,
-    checksums_json,
     load_pretrained,
     load_state,
     parse_spm,
-    read_checksums,
     save_pretrained,
     to_hf_state_dict,
-    verify_file,
 )
 from pipelines.core import storage
 from pipelines.core.errors import UserError

@@ -29,17 +29,34 @@ import contextlib
 import math
 import sys
 import time
-import uuid
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from model.convert import SPM_NAME, parse_spm
+from model.reports import check_report_out, write_report
 from model.samples import Baselines, EvalSample
 from model.stats import wilson
-from pipelines.core import storage
+from pipelines.core import config_cli, storage
+from pipelines.core.config_cli import opt
 from pipelines.core.errors import UserError
+
+
+@dataclass
+class EvaluateOptions:
+    """`albert evaluate`'s options, defined once: the command line is generated from them, and the
+    flows build one and call run_evaluate."""
+
+    checkpoint: str = opt(help="checkpoint folder, or a run folder (its newest checkpoint)")
+    instances: str = opt(help="instance folder with eval-*.tfrecord and train-*.tfrecord")
+    out: str | None = opt(None, "JSON report (default: <checkpoint>/eval.json)")
+    force: bool = opt(False, "replace an --out file that is not an evaluate report")
+    batch_size: int = opt(64)
+    max_batches: int | None = opt(None, "evaluate only this many batches")
+    device: str = opt("auto", "auto (cuda if available, else cpu), cpu, cuda")
+    baseline_records: int | None = opt(None, "train instances read for the baselines (default all)")
 
 
 def _acc(correct: float, n: float) -> dict:
@@ -300,49 +317,39 @@ def format_report(r: dict) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--checkpoint", required=True, help="checkpoint folder, or a run folder (its newest checkpoint)"
-    )
-    p.add_argument(
-        "--instances", required=True, help="instance folder with eval-*.tfrecord and train-*.tfrecord"
-    )
-    p.add_argument("--out", default=None, help="JSON report (default: <checkpoint>/eval.json)")
-    p.add_argument(
-        "--force", action="store_true", help="replace an --out file that is not an evaluate report"
-    )
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-batches", type=int, default=None, help="evaluate only this many batches")
-    p.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
-    p.add_argument(
-        "--baseline-records",
-        type=int,
-        default=None,
-        help="train instances read for the baselines (default all)",
-    )
+    config_cli.add_arguments(p, EvaluateOptions)
 
 
 def run(args: argparse.Namespace) -> int:
+    run_evaluate(config_cli.from_args(EvaluateOptions, args))
+    return 0
+
+
+def run_evaluate(opts: EvaluateOptions) -> dict:
+    """`albert evaluate`: check where the reports go (before any work), evaluate, write the report and
+    its per-sequence file, print the summary. Returns the report as written to --out."""
     from model.checkpoint import resolve
 
-    args.checkpoint = resolve(args.checkpoint)
-    out = args.out or storage.join(args.checkpoint, "eval.json")
+    checkpoint = resolve(opts.checkpoint)
+    out = opts.out or storage.join(checkpoint, "eval.json")
     per_sequence = per_sequence_path(out)
-    check_report_out(out, "evaluate", _is_eval_report, args.force)
-    check_report_out(per_sequence, "evaluate", _is_per_sequence, args.force)
+    check_report_out(out, "evaluate", _is_eval_report, opts.force)
+    check_report_out(per_sequence, "evaluate", _is_per_sequence, opts.force)
     report = evaluate_checkpoint(
-        args.checkpoint,
-        args.instances,
-        batch_size=args.batch_size,
-        max_batches=args.max_batches,
-        device=args.device,
-        baseline_records=args.baseline_records,
+        checkpoint,
+        opts.instances,
+        batch_size=opts.batch_size,
+        max_batches=opts.max_batches,
+        device=opts.device,
+        baseline_records=opts.baseline_records,
         log=lambda msg: print(msg, file=sys.stderr),
     )
     write_report(per_sequence, report.pop("per_sequence"), indent=None)
-    write_report(out, {**report, "per_sequence_file": per_sequence})
+    report = {**report, "per_sequence_file": per_sequence}
+    write_report(out, report)
     print(format_report(report))
     print(f"wrote {out} and {storage.basename(per_sequence)}")
-    return 0
+    return report
 
 
 def per_sequence_path(report_path: str) -> str:
@@ -351,71 +358,9 @@ def per_sequence_path(report_path: str) -> str:
     return stem + ".per-sequence.json"
 
 
-# ---------------------------------------------------------------------------------------------------
-# Report files (`albert evaluate --out`, `albert finetune --out`)
-
-
 def _is_eval_report(data: dict) -> bool:
     return {"checkpoint", "masked_lm", "sentence_order"} <= set(data)
 
 
 def _is_per_sequence(data: dict) -> bool:
     return {"model", "baselines"} <= set(data)
-
-
-def _read_report(path: str) -> dict | None:
-    """The JSON object in `path`, or None when it holds something else (read only if it starts like
-    JSON: --out may name a large file of another kind)."""
-    try:
-        with storage.open_read(path) as f:
-            if f.read(1) != b"{":
-                return None
-        data = storage.read_json(path)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def check_report_out(path: str, command: str, is_ours, force: bool) -> None:
-    """Before any work: `path` must be a file this command may write: not a folder; not a file of
-    something else (a report `is_ours` recognises is replaced; --force replaces anything); in a folder
-    that takes files (a write is tried there and removed, so a read-only folder fails now, not after
-    the work)."""
-    if storage.isdir(path):
-        raise UserError(
-            f"--out {path} is a folder; give a file name, e.g. {storage.join(path, 'report.json')}"
-        )
-    if storage.exists(path) and not force:
-        data = _read_report(path)
-        if data is None or not is_ours(data):
-            raise UserError(
-                f"--out {path} exists and is not an `albert {command}` report; give another --out, or "
-                f"pass --force to replace it"
-            )
-    _probe_write(path)
-
-
-def _probe_write(path: str) -> None:
-    """Write and remove an empty file in the folder `path` goes to (locally: its nearest existing
-    ancestor, so that no folder is created for a run that may still be refused)."""
-    folder = storage.dirname(path) or "."
-    while not storage.is_url(folder) and not storage.exists(folder):
-        parent = storage.dirname(folder) or "."
-        if parent == folder:
-            break
-        folder = parent
-    if storage.isfile(folder):
-        raise UserError(f"cannot write --out {path}: {folder} is a file, not a folder")
-    probe = storage.join(folder, f".albert-probe-{uuid.uuid4().hex[:8]}")
-    try:
-        storage.write_bytes(probe, b"")
-        storage.remove(probe)
-    except OSError as err:
-        raise UserError(f"cannot write --out {path}: {err.strerror or err}") from None
-
-
-def write_report(path: str, obj, indent: int | None = 2) -> None:
-    try:
-        storage.write_json(path, obj, indent=indent)
-    except OSError as err:  # the disk filled up, the folder went away since check_report_out
-        raise UserError(f"cannot write {path}: {err.strerror or err}") from None

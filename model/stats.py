@@ -39,8 +39,8 @@ def normal_sf(z: float) -> float:
 
 
 def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """95% Wilson score interval of a binomial proportion (0, 0 for n = 0); the formula of
-    model/evaluate.py:
+    """95% Wilson score interval of a binomial proportion (0, 0 for n = 0), as the evaluate and
+    finetune reports give it:
 
         p = k/n,  centre = (p + z²/2n) / (1 + z²/n),
         half = z √(p(1-p)/n + z²/4n²) / (1 + z²/n),  interval = [centre - half, centre + half] ∩ [0, 1]

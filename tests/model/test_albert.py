@@ -8,14 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.albert import (
-    AlbertForPreTraining,
-    AlbertForSequenceClassification,
-    AlbertForTokenClassification,
-    AlbertModel,
-    gather_positions,
-    model_flops_per_token,
-)
+from model.albert import AlbertForPreTraining, AlbertModel, gather_positions, model_flops_per_token
+from model.classifiers import AlbertForSequenceClassification, AlbertForTokenClassification
 from model.config import AlbertConfig
 from tests.model.tiny import VOCAB, randomize_, tiny_config
 

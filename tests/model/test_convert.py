@@ -10,7 +10,8 @@ import torch
 from safetensors.torch import load_file
 
 from flows.cli import main as cli
-from model.albert import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
+from model.albert import AlbertForPreTraining, AlbertModel
+from model.classifiers import AlbertForSequenceClassification
 from model.config import AlbertConfig
 from model.convert import (
     SPM_NAME,

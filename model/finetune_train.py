@@ -1,0 +1,132 @@
+"""Fine-tuning a classifier: the training loop with dev-based early stopping, prediction, and the
+metrics of a report.
+
+Training: AdamW (weight decay 0.01, not on LayerNorm/bias), linear warmup (10%) then linear decay,
+evaluation on dev every `eval_every` steps, early stopping after `patience` evaluations without a
+better dev accuracy; the best dev state is evaluated on test. Metrics: accuracy (95% Wilson interval),
+F1 of the positive class (label index 1) for two classes, macro F1.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.finetune_data import collate
+from model.stats import paired_proportion_difference, wilson
+from pipelines.core.config_cli import opt
+
+
+def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:
+    correct = int((pred == gold).sum())
+    f1s = []
+    for c in range(num_labels):
+        tp = int(((pred == c) & (gold == c)).sum())
+        fp = int(((pred == c) & (gold != c)).sum())
+        fn = int(((pred != c) & (gold == c)).sum())
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    out = {
+        "accuracy": correct / max(len(gold), 1),
+        "accuracy_ci95": list(wilson(correct, len(gold))),
+        "macro_f1": float(np.mean(f1s)),
+        "n": int(len(gold)),
+    }
+    if num_labels == 2:
+        out["f1"] = f1s[1]
+    return out
+
+
+def paired_difference(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
+    """Accuracy of a minus b on the same examples, with a 95% normal (Wald) interval from the
+    discordant pairs."""
+    d = paired_proportion_difference(correct_a, correct_b, method="wald")
+    return {"difference": d["diff"], "ci95": list(d["ci95"]), "a_only": d["b"], "b_only": d["c"]}
+
+
+@dataclass
+class FinetuneConfig:
+    """Training hyper-parameters (the training section of `albert finetune`'s options; the report
+    records them under "config"). Fields without opt() are fixed: they have no flag."""
+
+    max_seq_length: int = opt(128)
+    batch_size: int = opt(32)
+    epochs: float = opt(3.0)
+    lr: float = opt(2e-4)
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.1
+    eval_every: int = opt(50)
+    """Steps between dev evaluations (early stopping granularity)."""
+    patience: int = opt(4)
+    """Evaluations without a better dev accuracy before stopping."""
+    seed: int = opt(12345)
+    device: str = opt("auto")
+
+
+@torch.no_grad()
+def predict(model, data, batch_size: int, device) -> np.ndarray:
+    model.eval()
+    preds = []
+    order = np.argsort([len(x[0]) for x in data], kind="stable")  # similar lengths: less padding
+    for i in range(0, len(data), batch_size):
+        batch = collate([data[j] for j in order[i : i + batch_size]])
+        batch.pop("labels")
+        logits = model(**{k: v.to(device) for k, v in batch.items()}).logits
+        preds.append(logits.argmax(-1).cpu().numpy())
+    out = np.empty(len(data), dtype=np.int64)
+    out[order] = np.concatenate(preds) if preds else []
+    return out
+
+
+def train_classifier(model, train, dev, cfg: FinetuneConfig, num_labels: int, device, log=print) -> dict:
+    """Fine-tune `model` in place; returns the best-dev history. The best state is loaded at the end."""
+    from model.optim import Schedule, build_optimizer
+
+    model.to(device)
+    opt = build_optimizer(model, "adamw", cfg.lr, cfg.weight_decay, eps=1e-6)
+    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+    total = max(1, int(round(cfg.epochs * steps_per_epoch)))
+    sched = Schedule(cfg.lr, int(cfg.warmup_fraction * total), total)
+    rng = np.random.default_rng(cfg.seed)
+    gold_dev = np.array([y for _, _, y in dev])
+    best = {"accuracy": -1.0}
+    best_state, history, since_best, step = None, [], 0, 0
+    started = time.time()
+    order = np.array([], dtype=np.int64)
+    while step < total and since_best < cfg.patience:
+        if not len(order):
+            order = rng.permutation(len(train))
+        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        batch = {k: v.to(device) for k, v in collate([train[i] for i in idx]).items()}
+        model.train()
+        sched.apply(opt, step)
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        if step % cfg.eval_every == 0 or step == total:
+            m = metrics(predict(model, dev, 2 * cfg.batch_size, device), gold_dev, num_labels)
+            history.append({"step": step, "loss": float(loss.detach()), "dev_accuracy": m["accuracy"]})
+            if m["accuracy"] > best["accuracy"]:
+                best, since_best = {**m, "step": step}, 0
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            else:
+                since_best += 1
+            log(
+                f"  step {step}/{total} loss {float(loss.detach()):.4f} dev acc {m['accuracy']:.4f} (best {best['accuracy']:.4f})"
+            )
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return {
+        "steps": step,
+        "planned_steps": total,
+        "early_stopped": step < total,
+        "best_dev": best,
+        "history": history,
+        "seconds": round(time.time() - started, 1),
+    }
