@@ -3,7 +3,7 @@
     prepare_document : raw document dict -> PreparedDoc, or a skip reason
     build_group      : [PreparedDoc] x dupe -> TFRecord file bytes + stats
 
-The Beam pipeline (pipelines/instances.py) only reads, groups, calls these, and writes.
+The Beam pipeline (pipelines/instances/) only reads, groups, calls these, and writes.
 """
 
 from __future__ import annotations

@@ -253,7 +253,7 @@ def test_dataflow_gets_the_worker_wheel_with_the_instance_stage_dependencies(tmp
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         meta = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
-    assert "pipelines/instances.py" in names and "pipelines/tokenizer.py" in names
+    assert "pipelines/instances/pipeline.py" in names and "pipelines/tokenizer.py" in names
     assert not any(n.startswith(("model/", "flows/")) for n in names), "no torch/Prefect code on workers"
     for dep in ("sentencepiece", "rjieba", "google-crc32c"):
         assert f"Requires-Dist: {dep}==" in meta
