@@ -9,7 +9,7 @@ Normalization (`--normalization`):
   consumer of `spm.model` then normalizes the same way: our instance stage, fine-tuning and
   `albert tokenize`, the sentencepiece library, and transformers' AlbertTokenizer.
 - `python`: the vocabularies made before: SentencePiece's identity normalizer, no dummy prefix, and
-  `tokenizer.normalize` (NFKC, controls removed, white space folded) applied in Python by each
+  `text_normalizer.normalize` (NFKC, controls removed, white space folded) applied in Python by each
   consumer of this project. Kept to reproduce those vocabularies; other tools cannot normalize as it.
 
 `split_cjk` (default on) makes every frequent CJK character and punctuation mark its own piece (as in
@@ -43,7 +43,7 @@ from pipelines.core.config_cli import from_args, opt, section
 from pipelines.core.errors import StageFailed, UserError
 from pipelines.normalization import rules_tsv
 from pipelines.schema import CONTROL_PIECES
-from pipelines.tokenizer import is_cjk_char, normalize
+from pipelines.text_normalizer import is_cjk_char, normalize
 
 NORMALIZATIONS = ("compiled", "python")
 

@@ -37,7 +37,8 @@ from pipelines.instance_builder import (
     prepare_document,
     split_of,
 )
-from pipelines.tokenizer import TextNormalizer, Tokenizer
+from pipelines.text_normalizer import TextNormalizer
+from pipelines.tokenizer import Tokenizer
 
 NAMESPACE = "albert.instances"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.tokenizer import Tokenizer, nfkc, normalize_many
+from pipelines.text_normalizer import nfkc, normalize_many
+from pipelines.tokenizer import Tokenizer
 from pipelines.vocab import VocabConfig, train_vocab
 
 
