@@ -6,21 +6,18 @@ manifest), cli. The per-document work (normalise, tokenize, pack, mask, encode) 
 pipelines.instance_builder's; this package reads, groups, calls it, and writes.
 """
 
-from pipelines.instances.accounting import check_accounting, check_outcome, summarize
+from pipelines.instances.accounting import check_accounting
 from pipelines.instances.options import InstancesOptions
-from pipelines.instances.pipeline import CreateInstances, ReadGroups, WriteGroupFiles
+from pipelines.instances.pipeline import CreateInstances, ReadGroups
 from pipelines.instances.stage import beam_flags, resolve_inputs, run_instances, run_pipeline
 
 __all__ = [
     "CreateInstances",
     "InstancesOptions",
     "ReadGroups",
-    "WriteGroupFiles",
     "beam_flags",
     "check_accounting",
-    "check_outcome",
     "resolve_inputs",
     "run_instances",
     "run_pipeline",
-    "summarize",
 ]
