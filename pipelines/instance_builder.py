@@ -3,7 +3,7 @@
     prepare_document : raw document dict -> PreparedDoc, or a skip reason
     build_group      : [PreparedDoc] x dupe -> TFRecord file bytes + stats
 
-The Beam pipeline (pipelines/instances.py) only reads, groups, calls these, and writes.
+The Beam pipeline (pipelines/instances/) only reads, groups, calls these, and writes.
 """
 
 from __future__ import annotations
@@ -17,16 +17,9 @@ import numpy as np
 from pipelines.core.tfrecord import frame_record
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.packing import PackingConfig, assemble, plan_chunks
+from pipelines.text_normalizer import TextNormalizer, count_bad_chars, normalize, normalize_many
 from pipelines.tfexample import encode_examples
-from pipelines.tokenizer import (
-    EncodedDoc,
-    TextNormalizer,
-    Tokenizer,
-    WholeWord,
-    count_bad_chars,
-    normalize,
-    normalize_many,
-)
+from pipelines.tokenizer import EncodedDoc, Tokenizer, WholeWord
 
 MAX_INVALID_FRACTION = 0.1
 """A document with more undecodable characters than this is skipped as `invalid_utf8`; fewer are

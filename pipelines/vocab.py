@@ -9,7 +9,7 @@ Normalization (`--normalization`):
   consumer of `spm.model` then normalizes the same way: our instance stage, fine-tuning and
   `albert tokenize`, the sentencepiece library, and transformers' AlbertTokenizer.
 - `python`: the vocabularies made before: SentencePiece's identity normalizer, no dummy prefix, and
-  `tokenizer.normalize` (NFKC, controls removed, white space folded) applied in Python by each
+  `text_normalizer.normalize` (NFKC, controls removed, white space folded) applied in Python by each
   consumer of this project. Kept to reproduce those vocabularies; other tools cannot normalize as it.
 
 `split_cjk` (default on) makes every frequent CJK character and punctuation mark its own piece (as in
@@ -38,29 +38,41 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
+from pipelines.core.config_cli import add_arguments as add_options
+from pipelines.core.config_cli import from_args, opt, section
 from pipelines.core.errors import StageFailed, UserError
 from pipelines.normalization import rules_tsv
 from pipelines.schema import CONTROL_PIECES
-from pipelines.tokenizer import is_cjk_char, normalize
+from pipelines.text_normalizer import is_cjk_char, normalize
 
 NORMALIZATIONS = ("compiled", "python")
 
 
 @dataclass
 class VocabConfig:
-    vocab_size: int = 8000
+    """The training parameters (what `manifest.json` records as `config`); the fields with a help
+    text are `albert vocab` options."""
+
+    vocab_size: int = opt(8000, "")
     """Target size. Google's English ALBERT: 30000; Chinese BERT/ALBERT: 21128. Small corpora may yield
     fewer pieces (the size is a ceiling: training never fails for want of text)."""
-    split_cjk: bool = True
+    split_cjk: bool = opt(
+        True, "let SentencePiece learn multi-character Chinese pieces", flag="--no-split-cjk"
+    )
     """Every CJK character and punctuation mark of count >= min_cjk_count its own piece."""
-    min_cjk_count: int = 2
+    min_cjk_count: int = opt(2, "")
     max_cjk_fraction: float = 0.85
     """At most this fraction of the vocabulary goes to those single characters; the rest is learned."""
-    sample_sentences: int = 2_000_000
+    sample_sentences: int = opt(2_000_000, "")
     """Reservoir sample size of training sentences."""
     character_coverage: float = 0.9995
-    seed: int = 12345
-    normalization: str = "compiled"
+    seed: int = opt(12345, "")
+    normalization: str = opt(
+        "compiled",
+        "compiled: the normalization rules live inside spm.model, so transformers and every other "
+        "SentencePiece user tokenize as training did (default); python: the older identity vocabulary",
+        choices=NORMALIZATIONS,
+    )
     """`compiled` (rules inside spm.model) or `python` (identity model, normalized by this project)."""
 
     def __post_init__(self):
@@ -296,61 +308,45 @@ def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator
     return (s for d in docs for s in d["sentences"]), paths
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--corpus", help="a corpus-stage folder (docs-*.jsonl.gz + manifest.json)")
-    src.add_argument("--text", help="one sentence per line, blank line between documents")
-    p.add_argument("--out", required=True, help="output folder: spm.model, spm.vocab, manifest.json")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="write into --out even when it holds files `albert vocab` did not write "
+@dataclass(kw_only=True)
+class VocabOptions:
+    """`albert vocab`: where the text comes from, where the vocabulary goes, how it is trained."""
+
+    corpus: str | None = opt(
+        None, "a corpus-stage folder (docs-*.jsonl.gz + manifest.json)", exclusive="input"
+    )
+    text: str | None = opt(None, "one sentence per line, blank line between documents", exclusive="input")
+    out: str = opt(help="output folder: spm.model, spm.vocab, manifest.json")
+    force: bool = opt(
+        False,
+        "write into --out even when it holds files `albert vocab` did not write "
         "(only spm.model, spm.vocab and manifest.json are replaced)",
+        run=True,
     )
-    d = VocabConfig()
-    p.add_argument("--vocab-size", type=int, default=d.vocab_size)
-    p.add_argument(
-        "--no-split-cjk",
-        dest="split_cjk",
-        action="store_false",
-        help="let SentencePiece learn multi-character Chinese pieces",
-    )
-    p.add_argument("--min-cjk-count", type=int, default=d.min_cjk_count)
-    p.add_argument("--sample-sentences", type=int, default=d.sample_sentences)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument(
-        "--normalization",
-        choices=NORMALIZATIONS,
-        default=d.normalization,
-        help="compiled: the normalization rules live inside spm.model, so transformers and every other "
-        "SentencePiece user tokenize as training did (default); python: the older identity vocabulary",
-    )
+    config: VocabConfig = section(VocabConfig)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_vocab(opts: VocabOptions) -> dict:
+    """Train the vocabulary of `opts` into `opts.out` and write its manifest, last. Returns the manifest.
+
+    UserError before any work for bad inputs or a folder that is not ours; StageFailed when the input
+    cannot be read to its end or holds no text."""
     from pipelines import outdir
     from pipelines.core import storage
     from pipelines.core.manifest import MANIFEST, write_manifest
     from pipelines.documents import UnreadableFile
 
-    config = VocabConfig(
-        vocab_size=args.vocab_size,
-        split_cjk=args.split_cjk,
-        min_cjk_count=args.min_cjk_count,
-        sample_sentences=args.sample_sentences,
-        seed=args.seed,
-        normalization=args.normalization,
-    )
-    sentences, inputs = iter_input_sentences(args.corpus, args.text)
-    outdir.claim(args.out, "vocab", force=args.force)  # before the training: it may take hours
+    config = opts.config
+    sentences, inputs = iter_input_sentences(opts.corpus, opts.text)
+    outdir.claim(opts.out, "vocab", force=opts.force)  # before the training: it may take hours
     try:
-        proto, stats = train_vocab(sentences, config, source=args.corpus or args.text or inputs[0])
+        proto, stats = train_vocab(sentences, config, source=opts.corpus or opts.text or inputs[0])
     except UnreadableFile as err:  # found while reading, as `albert instances` does: the stage failed
         raise StageFailed(f"{err}; no vocabulary written") from None
-    storage.remove(storage.join(args.out, MANIFEST))  # the folder is incomplete until the manifest
-    outputs = write_vocab(args.out, proto)
-    write_manifest(
-        args.out,
+    storage.remove(storage.join(opts.out, MANIFEST))  # the folder is incomplete until the manifest
+    outputs = write_vocab(opts.out, proto)
+    manifest = write_manifest(
+        opts.out,
         "vocab",
         inputs=[{"path": p, "sha256": storage.sha256(p)} for p in inputs],
         config=asdict(config),
@@ -360,6 +356,15 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"vocab: {stats['vocab_size']} pieces ({stats['atomic_single_char_pieces']} single CJK/punctuation characters) "
-        f"from {stats['sentences_sampled']:,} of {stats['sentences_seen']:,} sentences -> {args.out}"
+        f"from {stats['sentences_sampled']:,} of {stats['sentences_seen']:,} sentences -> {opts.out}"
     )
+    return manifest
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_options(p, VocabOptions)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_vocab(from_args(VocabOptions, args))
     return 0

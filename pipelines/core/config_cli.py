@@ -17,9 +17,11 @@ parser, the parsed config and the argv are all generated from it.
 
 Flags are the field names with dashes (`warmup_steps` -> `--warmup-steps`) unless `flag=` says
 otherwise; a name must be unique over all sections, because the command line is flat. A `bool`
-that defaults to False is a switch (`--compile`); one that defaults to True gets `--no-...`. A field
-with `repeat=True` is a list that the flag appends to. Metadata `run=True` marks options that may
-change between a run and its resumption (they do not name the run).
+that defaults to False is a switch (`--compile`); one that defaults to True gets `--no-...` (with
+`flag="--no-x"` only that switch exists). A field with `repeat=True` is a list that the flag appends
+to. Options that share an `exclusive` name are mutually exclusive, and a section with a `title` is
+an argument group of its own in `--help`. Metadata `run=True` marks options that may change between
+a run and its resumption (they do not name the run).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def opt(
     run: bool = False,
     hidden: bool = False,
     repeat: bool = False,
+    exclusive: str | None = None,
     default_factory: Callable[[], Any] | Any = _MISSING,
 ) -> Any:
     """A dataclass field with what its command-line option needs. No default: a required option."""
@@ -57,6 +60,7 @@ def opt(
         "run": run,
         "hidden": hidden,
         "repeat": repeat,
+        "exclusive": exclusive,
     }
     if repeat and default_factory is _MISSING:  # a list default would be shared between instances
         default_factory = list if default is _MISSING else (lambda: default)
@@ -65,9 +69,9 @@ def opt(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def section(cls: type) -> Any:
-    """A nested config section, built from its own defaults."""
-    return dataclasses.field(default_factory=cls, metadata={"section": True})
+def section(cls: type, title: str | None = None) -> Any:
+    """A nested config section, built from its own defaults (`title`: its group in `--help`)."""
+    return dataclasses.field(default_factory=cls, metadata={"section": True, "title": title})
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -113,18 +117,42 @@ def _default(f: dataclasses.Field) -> Any:
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """One option per field of cls (and of its sections)."""
-    seen: dict[str, str] = {}
-    for f, tp in leaves(cls):
+    _add_arguments(parser, cls, cls.__name__, set(), {})
+
+
+def _negative(f: dataclasses.Field, default: Any) -> bool:
+    """A bool option that only exists as its `--no-x` switch."""
+    return default is True and flag_of(f).startswith("--no-")
+
+
+def _add_arguments(parser: Any, cls: type, owner: str, seen: set[str], exclusive: dict[str, Any]) -> None:
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if _is_section(f):
+            title = f.metadata.get("title")
+            group = parser.add_argument_group(title) if title else parser
+            _add_arguments(group, hints[f.name], owner, seen, exclusive)
+            continue
+        if "help" not in f.metadata:
+            continue
         if f.name in seen:
-            raise TypeError(f"{cls.__name__}: option {f.name!r} is defined twice")
-        seen[f.name] = f.name
-        m, default = f.metadata, _default(f)
+            raise TypeError(f"{owner}: option {f.name!r} is defined twice")
+        seen.add(f.name)
+        tp, m, default = hints[f.name], f.metadata, _default(f)
+        target = parser
+        if m["exclusive"]:
+            if m["exclusive"] not in exclusive:
+                exclusive[m["exclusive"]] = parser.add_mutually_exclusive_group()
+            target = exclusive[m["exclusive"]]
         help_ = argparse.SUPPRESS if m["hidden"] else m["help"]
         kwargs: dict[str, Any] = {"dest": f.name, "help": help_}
         if tp is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction if default is True else "store_true"
+            if _negative(f, default):
+                kwargs["action"] = "store_false"
+            else:
+                kwargs["action"] = argparse.BooleanOptionalAction if default is True else "store_true"
             kwargs["default"] = bool(default)
-            parser.add_argument(flag_of(f), **kwargs)
+            target.add_argument(flag_of(f), **kwargs)
             continue
         kwargs["type"] = m["parse"] or _scalar(tp)
         if m["choices"]:
@@ -137,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             kwargs["default"] = list(default) if m["repeat"] else default
         if m["repeat"]:
             kwargs["action"] = "append"
-        parser.add_argument(
+        target.add_argument(
             flag_of(f), **{k: v for k, v in kwargs.items() if v is not None or k == "default"}
         )
 
@@ -182,7 +210,7 @@ def to_argv(cfg: Any, skip: tuple[str, ...] = ()) -> list[str]:
             continue
         flag = flag_of(f)
         if tp is bool:
-            argv.append(flag if value else "--no-" + flag[2:])
+            argv.append(flag if value or _negative(f, default) else "--no-" + flag[2:])
         elif f.metadata["repeat"]:
             for item in value:
                 argv += [flag, str(item)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from pipelines.core.config_cli import opt
 from pipelines.core.errors import UserError
 
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
@@ -24,32 +25,51 @@ stage keys)."""
 
 @dataclass(frozen=True)
 class CorpusOptions:
+    """What the corpus holds. The fields with a help text are `albert corpus` options (each shows its
+    default in brackets); the docstring under a field says why it has that value."""
+
     # --- reading -------------------------------------------------------------------------------
-    max_record_bytes: int = 64 << 20
+    max_record_bytes: int = opt(
+        64 << 20, "larger raw records are dead-lettered without being read into memory [%(default)s]"
+    )
     """A raw record (wiki page, JSON line, text document) larger than this is skipped without being
     held in memory and dead-lettered as `record_too_large`: memory per worker stays bounded."""
-    wiki_streams_per_range: int = 20
+    wiki_streams_per_range: int = opt(
+        20, "zhwiki multistream: bz2 streams per parallel work item [%(default)s]"
+    )
     """zhwiki multistream: bz2 streams (100 pages each) per work item read by one worker."""
-    jsonl_range_bytes: int = 64 << 20
+    jsonl_range_bytes: int = opt(
+        64 << 20, "JSON-lines files are split into byte ranges of this size [%(default)s]"
+    )
     """Uncompressed JSON-lines files are split into byte ranges of this size, read in parallel."""
 
     # --- normalization ---------------------------------------------------------------------------
-    opencc: str = "t2s"
+    opencc: str = opt(
+        "t2s",
+        "traditional -> simplified conversion: t2s, tw2sp, hk2s or off [%(default)s]",
+        choices=OPENCC_CONFIGS,
+    )
     """Traditional -> simplified conversion: t2s, tw2sp (Taiwan phrases), hk2s, or off."""
 
     # --- quality filters (document level, Chinese-oriented) ----------------------------------------
-    min_chars: int = 50
+    min_chars: int = opt(50, "drop documents with fewer characters (too_short) [%(default)s]")
     """Fewer non-space characters than this after cleaning: `too_short`."""
-    max_chars: int = 1_000_000
+    max_chars: int = opt(1_000_000, "drop documents with more characters (too_long) [%(default)s]")
     """More characters than this: `too_long` (pathological pages; keeps MinHash memory bounded)."""
-    min_cjk_ratio: float = 0.3
+    min_cjk_ratio: float = opt(
+        0.3, "drop documents whose share of CJK ideographs is lower (low_cjk_ratio) [%(default)s]"
+    )
     """Share of CJK ideographs among letters/digits/ideographs below this: `low_cjk_ratio`."""
-    min_terminal_ratio: float = 0.3
+    min_terminal_ratio: float = opt(
+        0.3, "drop documents with less text in lines ending in 。！？… (no_terminal_punct) [%(default)s]"
+    )
     """Share of characters in lines that end with terminal punctuation (。！？ … plus closing quotes),
     below this: `no_terminal_punct` (lists of names, tables turned to text, navigation)."""
-    max_dup_line_ratio: float = 0.3
+    max_dup_line_ratio: float = opt(0.3, "Gopher: max share of duplicated lines in a document [%(default)s]")
     """Gopher: share of lines that duplicate another line of the same document."""
-    max_dup_line_char_ratio: float = 0.2
+    max_dup_line_char_ratio: float = opt(
+        0.2, "Gopher: max share of characters in duplicated lines [%(default)s]"
+    )
     """Gopher: share of characters in duplicated lines."""
     max_top_ngram_ratio: tuple[tuple[int, float], ...] = ((2, 0.30), (3, 0.28), (4, 0.26))
     """Gopher on characters: (n, max share of characters covered by the most frequent n-gram).
@@ -80,22 +100,24 @@ class CorpusOptions:
     character n-grams repeat by nature (` the `, `tion `)."""
 
     # --- line-level rules across documents (C4-style) ---------------------------------------------
-    line_min_chars: int = 5
+    line_min_chars: int = opt(5, "shorter lines are never counted as repeated across documents [%(default)s]")
     """Lines shorter than this are never counted as repeated across documents."""
-    boilerplate_min_docs: int = 3
+    boilerplate_min_docs: int = opt(
+        3, "a line in this many documents is boilerplate (removed everywhere) [%(default)s]"
+    )
     """A line (digits folded) found in at least this many surviving documents is boilerplate and is
     removed from all of them; found in 2..N-1 documents it is kept only in the smallest id."""
 
     # --- deduplication ------------------------------------------------------------------------------
-    shingle_chars: int = 5
+    shingle_chars: int = opt(5, "MinHash character shingle size (Chinese) [%(default)s]")
     """Character shingle size for Chinese text (documents with a CJK ratio >= 0.5)."""
-    shingle_words: int = 3
+    shingle_words: int = opt(3, "MinHash word shingle size (space-separated text) [%(default)s]")
     """Word shingle size for space-separated text."""
-    minhash_bands: int = 20
-    minhash_rows: int = 5
+    minhash_bands: int = opt(20, "LSH bands (bands x rows permutations) [%(default)s]")
+    minhash_rows: int = opt(5, "LSH rows per band [%(default)s]")
     """LSH banding: bands x rows = number of permutations. P(candidate | J) = 1 - (1 - J^rows)^bands:
     0.9996 at J=0.8, 0.47 at J=0.5; candidates are then verified (below)."""
-    near_dup_threshold: float = 0.7
+    near_dup_threshold: float = opt(0.7, "estimated Jaccard at which candidates are merged [%(default)s]")
     """Candidate pairs merge when their signatures agree on at least this share of permutations
     (the MinHash estimate of their Jaccard similarity)."""
     minhash_seed: int = 1
@@ -111,10 +133,10 @@ class CorpusOptions:
     this share (components can chain A~B~C with A and C far apart); others stay. 0 disables."""
 
     # --- segmentation and output --------------------------------------------------------------------
-    max_sentence_chars: int = 256
-    shard_chars: int = 64_000_000
+    max_sentence_chars: int = opt(256, "longer sentences are split at commas, then hard-cut [%(default)s]")
+    shard_chars: int = opt(64_000_000, "target characters per docs shard [%(default)s]")
     """Target characters per docs shard (the shard count follows from the kept total)."""
-    shards: int = 0
+    shards: int = opt(0, "number of docs shards (0: one per --shard-chars characters) [%(default)s]")
     """Fixed number of docs shards; 0 = derived from `shard_chars`."""
     rejected_shard_records: int = 200_000
 

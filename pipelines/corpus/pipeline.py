@@ -64,8 +64,8 @@ class _ReadWork(beam.DoFn):
 
 
 class ReadSources(beam.PTransform):
-    """Work items -> raw records and reader errors (see sources.py). The first Reshuffle spreads the
-    byte ranges of one big file over all workers, the second the records."""
+    """Work items -> raw records and reader errors (see sources.py and readers/). The first Reshuffle
+    spreads the byte ranges of one big file over all workers, the second the records."""
 
     def __init__(self, items: list[dict], opts: CorpusOptions):
         super().__init__()

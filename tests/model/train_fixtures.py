@@ -28,7 +28,7 @@ def write_instances(
     out: str, docs: list[dict], vocab_dir: str, dupe: int = 2, files: int = 3, seed: int = 12345
 ) -> str:
     """Instances of `docs` into `out` (train split in `files` files, eval split in one), + manifest
-    (with the vocabulary's sha256 and the outputs' hashes, as pipelines/instances.py writes them)."""
+    (with the vocabulary's sha256 and the outputs' hashes, as pipelines/instances/stage.py writes them)."""
     from pipelines.core import storage
     from pipelines.core.manifest import write_manifest
     from pipelines.instance_builder import InstanceConfig, build_group, prepare_document, split_of

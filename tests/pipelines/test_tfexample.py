@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.core.tfrecord import frame_record, read_records
+from pipelines.core.tfrecord import frame_record
 from pipelines.schema import FEATURES, feature_lengths, tf_parse_spec
 from pipelines.tfexample import encode_examples, encode_varints
 
@@ -55,12 +55,3 @@ def test_varints_match_protobuf_encoding():
     flat, nbytes = encode_varints(values)
     msg = tf.train.Int64List(value=values[0].tolist()).SerializeToString()
     assert msg[2:] == flat.tobytes() and nbytes[0] == len(msg) - 2  # skip the field key and length
-
-
-def test_records_round_trip_and_detect_corruption():
-    blob = b"".join(frame_record(x) for x in (b"abc", b"", b"x" * 1000))
-    assert list(read_records(blob)) == [b"abc", b"", b"x" * 1000]
-    broken = bytearray(blob)
-    broken[14] ^= 0xFF
-    with pytest.raises(ValueError):
-        list(read_records(bytes(broken)))

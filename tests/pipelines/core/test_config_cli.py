@@ -98,3 +98,31 @@ def test_an_option_defined_twice_is_refused():
 
     with pytest.raises(TypeError, match="defined twice"):
         add_arguments(argparse.ArgumentParser(), Twice)
+
+
+@dataclass
+class Cleaning:
+    min_chars: int = opt(50, "shortest document [%(default)s]")
+    split_cjk: bool = opt(True, "learn multi-character pieces", flag="--no-split-cjk")
+
+
+@dataclass(kw_only=True)
+class Command:
+    text: list[str] = opt(help="text files", repeat=True, exclusive="input")
+    corpus: str | None = opt(None, "corpus folder", exclusive="input")
+    out: str = opt(help="output folder")
+    cleaning: Cleaning = section(Cleaning, title="cleaning options")
+
+
+def test_exclusive_options_titled_sections_and_negative_switches():
+    parser = argparse.ArgumentParser(prog="t")
+    add_arguments(parser, Command)
+    usage, text = parser.format_usage(), parser.format_help()
+    assert "[--text TEXT | --corpus CORPUS]" in usage and "--split-cjk" not in text.replace("--no-split", "")
+    assert "cleaning options:" in text and "shortest document [50]" in text
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--out", "o", "--text", "a", "--corpus", "c"])
+    cfg = from_args(Command, parser.parse_args(["--out", "o", "--no-split-cjk", "--min-chars", "3"]))
+    assert cfg == Command(out="o", cleaning=Cleaning(min_chars=3, split_cjk=False)) and cfg.text == []
+    assert to_argv(cfg) == ["--out", "o", "--min-chars", "3", "--no-split-cjk"]
+    assert from_args(Command, parser.parse_args(to_argv(cfg))) == cfg

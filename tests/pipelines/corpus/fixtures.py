@@ -1,5 +1,6 @@
-"""Builders of tiny inputs in the exact formats of the real sources (made in tests, nothing checked in).
-The dump format itself (zhwiki XML, multistream and its index) is pipelines/corpus/dumps.py's."""
+"""Builders of tiny inputs in the exact formats of the real sources (made in tests, nothing checked in),
+and reading them back through the corpus readers. The dump format itself (zhwiki XML, multistream and
+its index) is pipelines/corpus/dumps.py's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import bz2
 import json
 import os
 
+from pipelines.corpus import sources
 from pipelines.corpus.dumps import FOOTER, HEADER, article_wikitext, page_xml, write_dump  # noqa: F401
+from pipelines.corpus.options import CorpusOptions
 
 
 def write_jsonl(path: str, records: list, raw_lines: list[bytes] = ()) -> None:
@@ -127,3 +130,16 @@ def make_sources(root: str, articles: list[dict]) -> dict:
         f"peoples-daily:{root}/199801-head.txt",
     ]
     return {"specs": specs, "index": index}
+
+
+OPTS = CorpusOptions()
+
+
+def _pages(n, start=1):
+    return [page_xml(start + i, f"条目{i}", f"第{i}个条目的正文。" * 3) for i in range(n)]
+
+
+def _read_all(items, opts=OPTS):
+    return [
+        r for item in items for part in sources.split_work(item, opts) for r in sources.read_work(part, opts)
+    ]

@@ -1,56 +1,13 @@
-"""Vocabulary conventions, the tokenizer's fast path, and word boundaries (incl. gold segmentation)."""
+"""The tokenizer: SentencePiece's own ids, the fast path, and word boundaries (incl. gold segmentation)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pipelines.tokenizer import Tokenizer, nfkc, normalize_many
+from pipelines.tokenizer import Tokenizer
 from pipelines.vocab import VocabConfig, train_vocab
-
-
-def test_albert_conventions(tokenizer):
-    sp = tokenizer.sp
-    assert sp.pad_id() == 0 and sp.unk_id() == 1 and sp.bos_id() == -1 and sp.eos_id() == -1
-    assert [sp.id_to_piece(i) for i in (2, 3, 4)] == ["[CLS]", "[SEP]", "[MASK]"]
-    assert all(sp.is_control(i) for i in (2, 3, 4))
-    pool = set(tokenizer.ordinary_ids.tolist())
-    assert not pool & {0, 1, 2, 3, 4}, "random replacements never draw control pieces"
-
-
-def test_cjk_is_character_level_and_latin_keeps_subwords(tokenizer):
-    pieces = tokenizer.sp.encode("中华人民共和国成立了", out_type=str)
-    assert all(len(p) == 1 for p in pieces)
-    latin = tokenizer.sp.encode("the quick brown fox", out_type=str)
-    assert any(len(p.lstrip("▁")) > 1 for p in latin)
-
-
-def test_training_is_deterministic(sample_docs):
-    sentences = [s for d in sample_docs[:60] for s in d["sentences"]]
-    cfg = VocabConfig(vocab_size=2500, sample_sentences=500, seed=7)
-    a, _ = train_vocab(iter(sentences), cfg)
-    b, _ = train_vocab(iter(sentences), cfg)
-    assert a == b
-    c, _ = train_vocab(iter(sentences), VocabConfig(vocab_size=2500, sample_sentences=500, seed=8))
-    assert c != a  # another reservoir sample
-
-
-def test_too_small_vocabulary_is_a_clear_error(sample_docs):
-    from pipelines.core.errors import UserError
-
-    sentences = [s for d in sample_docs[:60] for s in d["sentences"]]
-    with pytest.raises(UserError, match="--vocab-size"):
-        train_vocab(iter(sentences), VocabConfig(vocab_size=200, split_cjk=False))
-
-
-MIXED = [
-    "我用NLP模型，在2019年 Hello world! 做测试。",
-    "e.g. The U.S. economy grew 3.14% in 1998 ",
-    "龘龘 abc  def  ghi",
-    "ｘｙｚ 中 文 ok",
-    "a",
-    "。”",
-]
+from tests.pipelines.fixtures import MIXED
 
 
 @pytest.fixture(scope="module")
@@ -87,19 +44,6 @@ def test_compiled_encode_is_sentencepiece_on_raw_text(tokenizer, sample_docs):
     lines = [s for d in sample_docs for s in d["sentences"]] + MIXED + ["11111 1111 111", "  ", "我們 後來"]
     for line in lines:
         assert tokenizer.encode(line).tolist() == tokenizer.sp.encode(line), line
-
-
-def test_compiled_vocabulary_has_no_commuting_pieces(tokenizer):
-    """No two pieces are powers of one string ("1" and "11"): such pieces make exact score ties,
-    which SentencePiece and transformers break differently."""
-    from pipelines.vocab import _primitive_root
-
-    roots = {}
-    for i, p in enumerate(tokenizer.pieces):
-        if not (tokenizer.sp.is_control(i) or tokenizer.sp.is_unknown(i)):
-            root, _ = _primitive_root(p)
-            assert root not in roots, (p, tokenizer.pieces[roots[root]])
-            roots[root] = i
 
 
 def test_fast_path_equals_sentencepiece(any_tokenizer, sample_docs):
@@ -182,33 +126,3 @@ def test_gold_word_starts_match_the_gold_segmentation(any_tokenizer, sample_docs
             assert np.array_equal(got[inner], expected[inner])
             checked += 1
     assert checked > 200
-
-
-def test_jieba_agrees_with_gold_mostly(sample_docs):
-    from pipelines.segmentation import boundary_agreement
-
-    scores = boundary_agreement(sample_docs[:150])
-    print(f"\njieba vs gold word boundaries on the sample: {scores}")
-    assert scores["boundary_f1"] > 0.85 and scores["word_f1"] > 0.7
-
-
-def test_nfkc_matches_unicodedata():
-    import unicodedata
-
-    for text in MIXED + ["ｅ\u0301 한글 ＡＢ１２，。", "①㍿ 𝐀𝐁 \U0002f800", "e\u0301"]:
-        assert nfkc(text) == unicodedata.normalize("NFKC", text)
-    assert normalize_many(["  a\tb ", "ＡＢ", "x\ny"]) == ["a b", "AB", "x y"]
-
-
-def test_normalization_table_is_closed_and_matches_what_sentencepiece_compiled(tokenizer, sample_docs):
-    """The table's output never changes again, and the Python reading of it (used on training text
-    before a model exists) equals SentencePiece's normalization by the compiled model."""
-    from pipelines.normalization import apply_rules, char_rules, check_closed
-
-    assert check_closed() == []
-    rules = char_rules()
-    assert rules["們"] == "们" and rules["１"] == "1" and rules["\u3000"] == " " and rules["\u200b"] == ""
-    assert "乾" not in rules and "於" not in rules  # correct simplified characters too: left alone
-    lines = [s for d in sample_docs for s in d["sentences"]] + MIXED + ["``a'' \t b\u00a0c 後來 ①"]
-    for line in lines:
-        assert " " + apply_rules(line) == tokenizer.normalizer.one(line) or not apply_rules(line), line

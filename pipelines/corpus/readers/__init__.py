@@ -1,0 +1,11 @@
+"""The readers of the corpus stage: one module per source format, each turning a work item (a file, or
+a byte range of one) into raw records (pure generators, no Beam):
+
+    {"source", "id", "title", "url", "text", "markup": "wiki"|"plain", "where",
+     "ns": int, "redirect": bool}                 (ns and redirect: zhwiki only)
+
+or, for what cannot be read, error records `{"source", "where", "error", "detail", "raw"}` (the dead
+letter, see errors.py). Memory is bounded by `max_record_bytes` whatever the file size. ranges.py
+cuts files into byte ranges that workers read independently; pipelines.corpus.sources plans the work
+and picks the reader of each item.
+"""

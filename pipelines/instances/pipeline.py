@@ -1,0 +1,218 @@
+"""The Beam transforms of the instance stage: input files -> TFRecord files of ALBERT instances.
+
+    inputs: [(index, kind, path)]                      one element per input file, sorted by path
+      | Reshuffle                                      spread input files over workers
+      | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each
+                          -> "read": {documents_read, skipped: {reason: n}} per input file
+                             (+ skipped-<file>.jsonl.gz: the dead letter, every record with its reason)
+      | WriteGroupFiles   -> stats dict per written file            one TFRecord file per (group, dupe)
+      | CombineGlobally(merge_stats) | WriteStats      -> stats.json
+
+Groups are consecutive documents of ONE input file and never need a shuffle of documents, so memory
+per worker is bounded by the group size whatever the corpus size, and the files written depend only on
+the input, the options and the seed: not on the runner, the number of workers, or processing order.
+A file that cannot be read to its end is reported in the stats, never raised (see `ReadGroups`); the
+driver (pipelines.instances.stage) decides what that means for the run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from pipelines import documents, peoples_daily
+from pipelines.core import storage
+from pipelines.documents import UnreadableFile
+from pipelines.instance_builder import (
+    InstanceConfig,
+    PreparedDoc,
+    build_group,
+    encode_group,
+    merge_stats,
+    prepare_document,
+    split_of,
+)
+from pipelines.text_normalizer import TextNormalizer
+from pipelines.tokenizer import Tokenizer
+
+NAMESPACE = "albert.instances"
+
+
+@dataclass
+class Group:
+    file_index: int
+    split: str
+    index: int
+    docs: list[PreparedDoc]
+    notes: dict  # repairs counted while preparing these documents
+
+
+def iter_documents(kind: str, path: str):
+    if kind == "text":
+        return documents.read_text_documents(path)
+    if kind == "jsonl":
+        return documents.read_jsonl_documents(path)
+    if kind == "peoples-daily":
+        return peoples_daily.read_articles(path)
+    raise ValueError(f"unknown input kind {kind!r}")
+
+
+def _documents(kind: str, path: str, unreadable: list[str]):
+    """iter_documents; a file that cannot be read to its end ends the stream, its error noted in
+    `unreadable`."""
+    try:
+        yield from iter_documents(kind, path)
+    except UnreadableFile as err:
+        unreadable.append(str(err))
+
+
+class ReadGroups(beam.DoFn):
+    """(index, kind, path) -> Group elements, plus one "read" stats dict per input file.
+
+    Unusable documents go to `skipped-<index>.jsonl.gz` in `out_dir` (dead letter: id, reason, where,
+    and the raw line when there is one), written by the worker that reads that input file. A file
+    that cannot be read to its end is reported in the stats ("unreadable"), never raised: an exception
+    would reach the driver as a runner-specific traceback, the stats reach it as data."""
+
+    def __init__(self, config: InstanceConfig, out_dir: str, vocab_model: str):
+        self.config = config
+        self.out_dir = out_dir
+        self.vocab_model = vocab_model
+        self.read = Metrics.counter(NAMESPACE, "documents_read")
+        self.kept = Metrics.counter(NAMESPACE, "documents_kept")
+        self.skipped = Metrics.counter(NAMESPACE, "documents_skipped")
+
+    def setup(self):
+        # The vocabulary decides how text is normalized (rules compiled into spm.model, or Python).
+        self.normalizer = TextNormalizer(storage.read_bytes(self.vocab_model))
+
+    def process(self, item):
+        file_index, kind, path = item
+        cfg = self.config
+        pending = {"train": [], "eval": []}
+        chars = {"train": 0, "eval": 0}
+        count = {"train": 0, "eval": 0}
+        notes = {"train": Counter(), "eval": Counter()}
+        skipped: list[dict] = []
+        n_read = 0
+        unreadable: list[str] = []
+        for n, doc in enumerate(_documents(kind, path, unreadable)):
+            n_read += 1
+            self.read.inc()
+            doc_notes: Counter = Counter()
+            prepared = prepare_document(doc, cfg.whole_word, doc_notes, self.normalizer)
+            if isinstance(prepared, str):
+                self.skipped.inc()
+                Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
+                doc_id = doc.get("id")
+                skipped.append(
+                    {"id": doc_id if isinstance(doc_id, str) else None, "reason": prepared,
+                     "where": doc.get("_where", f"{path}#{n}"), "raw": doc.get("_raw")}
+                )  # fmt: skip
+                continue
+            self.kept.inc()
+            split = split_of(prepared.id, cfg.eval_fraction)
+            pending[split].append(prepared)
+            chars[split] += prepared.chars
+            notes[split].update(doc_notes)
+            if chars[split] >= cfg.group_chars:
+                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
+                count[split] += 1
+                pending[split], chars[split], notes[split] = [], 0, Counter()
+        for split in ("train", "eval"):
+            if pending[split]:
+                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
+        if skipped:
+            dead_letter = storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz")
+            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped)
+            storage.write_bytes(dead_letter, gzip.compress(lines.encode(), mtime=0))
+        read = {"documents_read": n_read, "skipped": dict(Counter(r["reason"] for r in skipped))}
+        if unreadable:
+            read["unreadable"] = [f"{unreadable[0]}, after {n_read} documents"]
+        yield beam.pvalue.TaggedOutput("read", read)
+
+
+class WriteGroupFiles(beam.DoFn):
+    """Group -> one TFRecord file per dupe index; yields a stats dict per file."""
+
+    def __init__(self, vocab_model: str, out_dir: str, config: InstanceConfig):
+        self.vocab_model = vocab_model
+        self.out_dir = out_dir
+        self.config = config
+        self.instances = Metrics.counter(NAMESPACE, "instances_written")
+        self.tokens = Metrics.counter(NAMESPACE, "real_tokens_written")
+
+    def setup(self):
+        self.tokenizer = Tokenizer(storage.read_bytes(self.vocab_model))
+
+    def process(self, group: Group):
+        stream = encode_group(group.docs, self.tokenizer, self.config.whole_word)  # once for all copies
+        for dupe in range(self.config.dupe_factor):
+            blob, stats = build_group(group.docs, self.tokenizer, self.config, dupe, stream)
+            name = f"{group.split}-{group.file_index:05d}-{group.index:05d}-{dupe:03d}.tfrecord"
+            if blob:
+                storage.write_bytes(storage.join(self.out_dir, name), blob)
+                stats["files"] = [{"name": name, "records": stats["instances"], "bytes": len(blob)}]
+            self.instances.inc(stats["instances"])
+            self.tokens.inc(stats["real_tokens"])
+            if dupe == 0:  # document-level counts once per group, not once per copy
+                stats["documents"] = len(group.docs)
+                stats["sentences"] = sum(len(d.sentences) for d in group.docs)
+                stats["characters"] = sum(d.chars for d in group.docs)
+                stats["notes"] = dict(group.notes)
+            yield {group.split: stats}
+
+
+class _MergeStats(beam.CombineFn):
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, acc, item):
+        return merge_stats(acc, item)
+
+    def merge_accumulators(self, accs):
+        out = {}
+        for a in accs:
+            out = merge_stats(out, a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _write_json(obj, path: str) -> None:
+    storage.write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+class CreateInstances(beam.PTransform):
+    """PCollection[(index, kind, path)] -> PCollection[stats dict] (one per TFRecord file written);
+    writes the TFRecords, `skipped-*.jsonl.gz` (dead letter) and `stats.json` under `out_dir`."""
+
+    def __init__(self, vocab_model: str, out_dir: str, config: InstanceConfig):
+        super().__init__()
+        self.vocab_model, self.out_dir, self.config = vocab_model, out_dir, config
+
+    def expand(self, inputs):
+        read = (
+            inputs
+            | "SpreadInputs" >> beam.Reshuffle()
+            | "ReadGroups"
+            >> beam.ParDo(ReadGroups(self.config, self.out_dir, self.vocab_model)).with_outputs(
+                "read", main="groups"
+            )
+        )
+        file_stats = read.groups | "WriteGroupFiles" >> beam.ParDo(
+            WriteGroupFiles(self.vocab_model, self.out_dir, self.config)
+        )
+        _ = (
+            (file_stats, read.read)
+            | "AllStats" >> beam.Flatten()
+            | "MergeStats" >> beam.CombineGlobally(_MergeStats())
+            | "WriteStats" >> beam.Map(_write_json, storage.join(self.out_dir, "stats.json"))
+        )
+        return file_stats

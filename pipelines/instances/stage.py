@@ -1,0 +1,208 @@
+"""Run the instance stage end to end: resolve the inputs, run the Beam pipeline, check the accounting,
+then write manifest.json (inputs + hashes, options, vocab hash, counts, output hashes), last.
+
+`run_instances` is what `albert instances` calls; `run_pipeline` is the same run for callers that
+already hold the inputs and the InstanceConfig (tests, the benchmark).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines import documents, outdir, peoples_daily
+from pipelines.core import storage
+from pipelines.core.errors import StageFailed, UserError
+from pipelines.core.manifest import read_manifest, write_manifest
+from pipelines.instance_builder import InstanceConfig
+from pipelines.instances.accounting import check_accounting, check_outcome, summarize
+from pipelines.instances.options import MAX_DEAD_LETTER_FRACTION, InstancesOptions
+from pipelines.instances.pipeline import CreateInstances
+from pipelines.tokenizer import Tokenizer
+
+
+def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int, str, str]]:
+    """The input files as (index, kind, path), sorted by path so indices do not depend on glob order.
+    UserError, before any work, for a pattern that matches nothing, a folder, or input files that are
+    all empty."""
+    if text and corpus:
+        raise UserError("give either --text or --corpus, not both")
+    if corpus:
+        items = [("jsonl", p) for p in documents.corpus_files(corpus)]
+    elif text:
+        paths = []
+        for pattern in text:
+            matched = storage.glob(pattern)
+            if not matched and storage.isdir(pattern):
+                folder = pattern.rstrip("/")
+                raise UserError(
+                    f"--text {pattern} is a folder: give its files (e.g. --text '{folder}/*.txt')"
+                )
+            if not matched:
+                raise UserError(f"no input file matches {pattern}")
+            paths += matched
+        paths = sorted(set(paths))
+        if all(storage.size(p) == 0 for p in paths):
+            raise UserError(
+                f"--text {' '.join(text)}: the input is empty (0 bytes); nothing to build instances from"
+            )
+        items = [("text", p) for p in paths]
+    else:
+        items = [("peoples-daily", peoples_daily.sample_path())]
+    return [(i, kind, path) for i, (kind, path) in enumerate(sorted(items, key=lambda x: x[1]))]
+
+
+def describe_inputs(inputs: list[tuple[int, str, str]]) -> list[dict]:
+    """The inputs as the manifest records them (kind, path, content hash)."""
+
+    return [{"kind": kind, "path": path, "sha256": storage.sha256(path)} for _, kind, path in inputs]
+
+
+def check_previous(out_dir: str, inputs: list[dict], vocab_sha: str, config: InstanceConfig, force: bool):
+    """UserError when out_dir holds finished instances of other inputs, vocabulary or options (as
+    `albert corpus` does): replacing them takes --force."""
+    path = storage.join(out_dir, "manifest.json")
+    if force or not storage.exists(path):
+        return
+    try:
+        previous = storage.read_json(path)
+        same = (
+            previous["inputs"] == inputs
+            and previous["vocab"]["sha256"] == vocab_sha
+            and previous["config"] == json.loads(json.dumps(asdict(config)))
+        )
+    except (ValueError, KeyError, TypeError):
+        same = False
+    if not same:
+        raise UserError(
+            f"--out {out_dir} holds instances of other inputs, vocabulary or options; pass --force "
+            f"to replace them, or give another --out"
+        )
+
+
+def run_pipeline(
+    inputs: list[tuple[int, str, str]],
+    vocab_dir: str,
+    out_dir: str,
+    config: InstanceConfig,
+    beam_args: list[str],
+    *,
+    force: bool = False,
+    max_dead_letter_fraction: float = MAX_DEAD_LETTER_FRACTION,
+) -> dict:
+    """Run the pipeline and write manifest.json last. Returns the manifest.
+
+    Before any work: the vocabulary loads, `out_dir` is ours (pipelines.outdir.claim) and holds no
+    finished instances of other inputs or options (unless force). After the run: StageFailed, and no
+    manifest, when the accounting does not balance or the outcome is not usable (check_outcome)."""
+    vocab_model = vocab_dir.rstrip("/") + "/spm.model" if not vocab_dir.endswith(".model") else vocab_dir
+    if not storage.isfile(vocab_model):
+        raise UserError(f"no spm.model in {vocab_dir}: train one with `albert vocab --out DIR`")
+    Tokenizer.load(vocab_model)  # fail now, in the driver, on a damaged vocabulary or one without [CLS]...
+    # A folder of a run from before the markers, that failed before its manifest, is still ours (the
+    # flows cannot pass --force): the first file of every run has this name.
+    outdir.claim(out_dir, "instances", force=force, legacy=("train-00000-00000-000.tfrecord",))
+    described = describe_inputs(inputs)
+    vocab_sha = storage.sha256(vocab_model)
+    check_previous(out_dir, described, vocab_sha, config, force)
+    storage.remove(storage.join(out_dir, "manifest.json"))  # this folder is incomplete until we finish
+    for pattern in ("*.tfrecord", "skipped-*.jsonl.gz", "stats.json"):
+        for stale in storage.glob(storage.join(out_dir, pattern)):
+            storage.remove(stale)
+    if not any(a.startswith("--runner") for a in beam_args):
+        beam_args = ["--runner=DirectRunner", *beam_args]  # never Beam's default Prism (a download)
+    options = PipelineOptions(beam_args)
+    started = time.time()
+    with beam.Pipeline(options=options) as p:
+        _ = (
+            p
+            | "Inputs" >> beam.Create(inputs)
+            | "CreateInstances" >> CreateInstances(vocab_model, out_dir, config)
+        )
+    elapsed = time.time() - started
+    stats = storage.read_json(storage.join(out_dir, "stats.json"))
+    files = storage.glob(storage.join(out_dir, "*.tfrecord"))
+    paths = [path for _, _, path in inputs]
+    source = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more files" if len(paths) > 3 else "")
+    try:
+        check_accounting(stats, files)
+        check_outcome(stats, out_dir, max_dead_letter_fraction, source)
+    except StageFailed:
+        # No half output a reader could take for instances (a glob of *.tfrecord); stats.json and the
+        # dead letter stay, to see why.
+        for path in files:
+            storage.remove(path)
+        raise
+    vocab_manifest = None
+    try:
+        vocab_manifest = read_manifest(storage.dirname(vocab_model))
+    except UserError:
+        pass
+    return write_manifest(
+        out_dir,
+        "instances",
+        inputs=described,
+        vocab={
+            "path": vocab_model,
+            "sha256": vocab_sha,
+            "manifest_code_version": (vocab_manifest or {}).get("code_version"),
+        },
+        config=asdict(config),
+        seed=config.seed,
+        beam_args=beam_args,
+        seconds=round(elapsed, 2),
+        summary=summarize(stats, config),
+        counts=stats,
+        outputs={storage.basename(p): storage.sha256(p) for p in files},
+    )
+
+
+def beam_flags(runner: str, extra: list[str]) -> list[str]:
+    """Flags for Beam: the DirectRunner in one process by default (`--direct_running_mode
+    multi_processing --direct_num_workers N` spreads input files over N processes); a remote runner
+    (Dataflow, Flink, Spark) gets the small worker wheel of `pipelines/` unless an image, setup file or
+    package is given. Unknown flags are an error, not a silently different run."""
+    from pipelines.corpus import stage
+
+    if runner not in ("DirectRunner", "direct"):
+        return stage.beam_flags(runner, extra)
+    flags = [*extra, "--runner", runner]
+    if not any(f.startswith("--direct_running_mode") for f in extra):
+        flags += ["--direct_running_mode", "in_memory"]
+    stage.check_beam_flags(flags)
+    return flags
+
+
+def run_instances(opts: InstancesOptions, beam_args: list[str] | None = None) -> dict:
+    """`albert instances`: check the options and Beam flags (`beam_args`: options for Beam's
+    PipelineOptions), run the stage into `opts.out`, print its summary. Returns the manifest."""
+    flags = beam_flags(opts.runner, list(beam_args or []))
+    config = opts.instance_config()
+    inputs = resolve_inputs(opts.text, opts.corpus)
+    manifest = run_pipeline(
+        inputs,
+        opts.vocab,
+        opts.out,
+        config,
+        flags,
+        force=opts.force,
+        max_dead_letter_fraction=opts.max_dead_letter_fraction,
+    )
+    for split in ("train", "eval"):
+        s = manifest["summary"].get(split)
+        if not s:
+            continue
+        print(
+            f"{split}: {s['documents']:,} documents -> {s['instances']:,} instances, {s['real_tokens']:,} real tokens, "
+            f"fill {s['fill_rate']:.1%}, masked {s['masked_fraction']:.1%} ({s['masked_per_instance']} per instance), "
+            f"SOP swapped {s['sop_swapped_fraction']:.1%}"
+        )
+    skipped = manifest["counts"].get("skipped", {})
+    if skipped:
+        print("skipped documents: " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items())))
+    print(f"wrote {len(manifest['outputs'])} TFRecord files to {opts.out} in {manifest['seconds']} s")
+    return manifest
