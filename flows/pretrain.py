@@ -208,6 +208,23 @@ def training_artifact(run_dir: str, manifest: dict) -> None:
     create_table_artifact(table=rows, key="training-summary", description=f"pretraining run {run_dir}")
 
 
+def run_key(instances_dir: str, options: dict[str, Any], extra_args: list[str]) -> str:
+    """The run folder's name: the instances' content, the options that change what is trained (the
+    config file's and the initial weights' content too) and extra_args without the run-only flags."""
+    key_parts = {
+        k: v
+        for k, v in options.items()
+        if k not in RUN_ONLY and k != "init_checkpoint" and OPTIONAL_DEFAULTS.get(k, ...) != v
+    }
+    if options["config"].endswith(".json"):
+        key_parts["config_sha256"] = _sha(options["config"])
+    if options["init_checkpoint"]:
+        key_parts["init_weights_sha256"] = _sha(storage.join(options["init_checkpoint"], "model.safetensors"))
+    return stage_key(
+        "pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=key_args(extra_args)
+    )
+
+
 @stage_flow("pretrain")
 def pretrain(
     instances_dir: str,
@@ -270,20 +287,7 @@ def pretrain(
         "pretrain",
     )
     if run_dir is None:
-        key_parts = {
-            k: v
-            for k, v in options.items()
-            if k not in RUN_ONLY and k != "init_checkpoint" and OPTIONAL_DEFAULTS.get(k, ...) != v
-        }
-        if config.endswith(".json"):
-            key_parts["config_sha256"] = _sha(config)
-        if init_checkpoint:
-            key_parts["init_weights_sha256"] = _sha(
-                storage.join(options["init_checkpoint"], "model.safetensors")
-            )
-        key = stage_key(
-            "pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=key_args(extra_args)
-        )
+        key = run_key(instances_dir, options, extra_args)
         run_dir = storage.join(storage.absolute(storage_root), "runs", key)
     else:
         key = storage.basename(run_dir)
