@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "vocab": ("pipelines.vocab", "train a SentencePiece vocabulary with ALBERT's conventions"),
     "tokenize": ("pipelines.tokenize_text", "stdin lines -> the ids (or pieces) training gives them"),
     "instances": ("pipelines.instances", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
-    "pretrain": ("model.train_commands", "train ALBERT (MLM + SOP) on instances; rerun to resume"),
+    "pretrain": ("model.pretrain_command", "train ALBERT (MLM + SOP) on instances; rerun to resume"),
     "evaluate": ("model.evaluate", "held-out MLM/SOP accuracy of a checkpoint next to baselines"),
     "finetune": ("model.finetune", "sentence (pair) classification: pretrained vs from scratch"),
     "export": ("model.export_command", "checkpoint folder -> transformers (hf) or original TF checkpoint"),
