@@ -126,10 +126,11 @@ def bench_tf_loader(instances: str, batch_size: int, min_seconds: float = 3.0) -
 
 def bench_steps(instances: str, preset: str, batch_size: int, steps: int, warmup: int, device: str) -> dict:
     """Trainer.train_step wall time on pre-loaded batches."""
-    from model.trainer import TrainConfig, Trainer
+    from model.train_config import TrainConfig
+    from model.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as run:
-        cfg = TrainConfig(
+        cfg = TrainConfig.from_flat(
             instances=instances, out=run, model=preset, steps=10**6, batch_size=batch_size,
             warmup_steps=10, num_workers=0, device=device,
         )  # fmt: skip

@@ -1,10 +1,14 @@
 """Flow `pretrain`: instances -> `<storage_root>/runs/<key>/` (model.trainer via `albert pretrain`).
 
-The trainer runs as its own process: `python -m flows.cli pretrain ...` for one process, torchrun
-(`python -m torch.distributed.run --nproc_per_node N -m flows.cli pretrain ...`) for several; every
-line it prints goes to the flow logs as it comes. The run folder is named by a hash of the instances'
-content, the model config and the training options (and the weights it starts from), so a rerun after
-a failure calls the trainer with the same --out, and the trainer resumes from its last checkpoint.
+The trainer's options are one TrainConfig (model/train_config.py): this flow's parameters with
+extra_args over them, parsed by `albert pretrain`'s own (generated) parser before any work
+(`trainer_config`). The trainer runs as its own process, given the flags that rebuild that config
+(train_argv): `python -m flows.cli pretrain ...` for one process, torchrun (`python -m
+torch.distributed.run --nproc_per_node N -m flows.cli pretrain ...`) for several; every line it prints
+goes to the flow logs as it comes. The run folder is named by a hash of the instances' content, the
+model config and the training options (and the weights it starts from), less the run-only options
+(`run_key`), so a rerun after a failure calls the trainer with the same --out, and the trainer
+resumes from its last checkpoint.
 When the trainer has finished, this flow writes `<run>/manifest.json` (the stage contract): a run
 folder with a manifest is reused as is.
 
@@ -16,7 +20,8 @@ storage root must then be shared (gs://...).
 
 from __future__ import annotations
 
-import importlib
+import argparse
+import dataclasses
 import os
 from typing import Any
 
@@ -29,6 +34,7 @@ from flows.common import (
     is_complete,
     logger,
     output_hashes,
+    parse_stage_args,
     read_manifest,
     stage_flow,
     stage_key,
@@ -37,85 +43,61 @@ from flows.common import (
     stream_process,
 )
 from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
-from pipelines.core import storage
+from model.train_config import TrainConfig, train_argv
+from pipelines.core import config_cli, storage
+from pipelines.core.errors import UserError
 
 DEFAULT_ROOT = "out/factory"
-# TrainConfig field -> `albert pretrain` flag, for the options this flow exposes as parameters.
-TRAIN_FLAGS = {
-    "config": "--config",
-    "steps": "--steps",
-    "batch_size": "--batch-size",
-    "optimizer": "--optimizer",
-    "lr": "--lr",
-    "warmup_steps": "--warmup-steps",
-    "seed": "--seed",
-    "save_every": "--save-every",
-    "log_every": "--log-every",
-    "eval_every": "--eval-every",
-    "device": "--device",
-    "precision": "--precision",
-    "micro_batch_size": "--micro-batch-size",
-    "init_checkpoint": "--init-checkpoint",
-}
-# Options that do not change what is trained (the trainer's "(run)" fields): not part of the key, so
-# a rerun with other values (or without a testing hook) resumes the same run folder.
-RUN_ONLY = {"save_every", "log_every", "eval_every", "device"}
 # Options added after run folders existed: at their default they stay out of the key, so existing runs
 # keep their folder (and resume there).
 OPTIONAL_DEFAULTS = {"micro_batch_size": None, "precision": "auto"}
-RUN_ONLY_FLAGS = {
-    "--device", "--compile", "--parallel", "--num-workers", "--save-every", "--keep-last", "--log-every",
-    "--eval-every", "--eval-batches", "--max-minutes", "--inject-nan-steps", "--sleep-at-step", "--force",
-}  # fmt: skip
-VALUELESS_FLAGS = {"--compile", "--force"}
 
 
-def key_args(extra_args: list[str]) -> list[str]:
-    """extra_args without the run-only flags (and their values)."""
-    out, skip = [], False
-    for i, arg in enumerate(extra_args):
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in RUN_ONLY_FLAGS:
-            nxt = extra_args[i + 1] if i + 1 < len(extra_args) else None
-            skip = (
-                "=" not in arg
-                and name not in VALUELESS_FLAGS
-                and nxt is not None
-                and not nxt.startswith("--")
-            )
-            continue
-        out.append(arg)
-    return out
+def trainer_config(
+    instances_dir: str, run_dir: str, options: dict[str, Any], extra_args: list[str]
+) -> TrainConfig:
+    """The trainer's config: this flow's options (named as `albert pretrain` names them; `config` is
+    --config), extra_args over them, parsed by `albert pretrain`'s own generated parser. UserError on
+    anything the trainer would refuse, before any work."""
+    values = {("model" if k == "config" else k): v for k, v in options.items() if v is not None}
+    base = TrainConfig.from_flat(instances=instances_dir, out=run_dir, **values)
+    cfg = config_cli.from_args(TrainConfig, parse_stage_args("pretrain", [*train_argv(base), *extra_args]))
+    if (cfg.instances, cfg.out) != (base.instances, base.out):
+        raise UserError("--instances and --out are set by the flow (instances_dir, the run folder)")
+    cfg.check()
+    return cfg
 
 
-def trainer_flags() -> set[str]:
-    """The option strings `albert pretrain` accepts (its parser, built without running anything)."""
-    import argparse
-
-    from flows.cli import COMMANDS
-
-    module = importlib.import_module(COMMANDS["pretrain"][0])
-    parser = argparse.ArgumentParser(prog="albert pretrain")
-    module.add_arguments(parser)
-    return {s for a in parser._actions for s in a.option_strings}
+def without_run_options(argv: list[str]) -> list[str]:
+    """argv without the trainer's run-only options (run=True: they do not name the run) and their
+    values; the rest as given."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for f, tp in config_cli.leaves(TrainConfig):
+        if f.metadata["run"]:
+            parser.add_argument(config_cli.flag_of(f), action="store_true" if tp is bool else "store")
+    return parser.parse_known_args(list(argv))[1]
 
 
-def trainer_command(
-    options: dict[str, Any],
-    instances_dir: str,
-    run_dir: str,
-    extra_args: list[str],
-    nproc_per_node: int,
-    nnodes: int,
-) -> list[str]:
-    argv = ["pretrain", "--instances", instances_dir, "--out", run_dir]
-    for name, value in options.items():
-        if value is not None:
-            argv += [TRAIN_FLAGS[name], str(value)]
-    argv += list(extra_args)
+def run_key(instances_dir: str, options: dict[str, Any], extra_args: list[str]) -> str:
+    """The run folder's name: the instances' content, the options that change what is trained (the
+    config file's and the initial weights' content too) and extra_args without the run-only options."""
+    run_only = config_cli.run_options(TrainConfig)
+    key_parts = {
+        k: v
+        for k, v in options.items()
+        if k not in run_only and k != "init_checkpoint" and OPTIONAL_DEFAULTS.get(k, ...) != v
+    }
+    if options["config"].endswith(".json"):
+        key_parts["config_sha256"] = storage.sha256(options["config"])
+    if options["init_checkpoint"]:
+        weights = storage.join(options["init_checkpoint"], "model.safetensors")
+        key_parts["init_weights_sha256"] = storage.sha256(weights)
+    extra = without_run_options(extra_args)
+    return stage_key("pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=extra)
+
+
+def trainer_command(cfg: TrainConfig, nproc_per_node: int, nnodes: int) -> list[str]:
+    argv = ["pretrain", *train_argv(cfg)]
     if nproc_per_node <= 1 and nnodes <= 1:
         return albert_command(*argv)
     cmd = albert_command()[:1] + ["-m", "torch.distributed.run", f"--nproc_per_node={nproc_per_node}"]
@@ -260,30 +242,21 @@ def pretrain(
         "precision": precision,
     }
     instances_dir = storage.absolute(instances_dir)
+    try:  # the run folder is named below; the rest of the config is checked now
+        cfg, args_problem = trainer_config(instances_dir, run_dir or "", options, extra_args), None
+    except UserError as err:
+        cfg, args_problem = None, f"pretrain arguments {list(extra_args)}: {err}"
     preflight.check(
         [
             preflight.config_problem(config),
-            preflight.stage_args_problem("pretrain", extra_args, ["--instances", "x", "--out", "x"]),
+            args_problem,
             preflight.deployment_problem(deployment) if backend == "deployment" else None,
             preflight.folder_problem("instances_dir", instances_dir, "manifest.json"),
         ],
         "pretrain",
     )
     if run_dir is None:
-        key_parts = {
-            k: v
-            for k, v in options.items()
-            if k not in RUN_ONLY and k != "init_checkpoint" and OPTIONAL_DEFAULTS.get(k, ...) != v
-        }
-        if config.endswith(".json"):
-            key_parts["config_sha256"] = _sha(config)
-        if init_checkpoint:
-            key_parts["init_weights_sha256"] = _sha(
-                storage.join(options["init_checkpoint"], "model.safetensors")
-            )
-        key = stage_key(
-            "pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=key_args(extra_args)
-        )
+        key = run_key(instances_dir, options, extra_args)
         run_dir = storage.join(storage.absolute(storage_root), "runs", key)
     else:
         key = storage.basename(run_dir)
@@ -300,24 +273,12 @@ def pretrain(
     if backend != "local":
         raise ValueError(f"backend must be 'local' or 'deployment', not {backend!r}")
 
-    if options["init_checkpoint"] and TRAIN_FLAGS["init_checkpoint"] not in trainer_flags():
-        log.warning(
-            "this trainer has no %s: training from scratch (with the given vocabulary) instead of "
-            "continuing from %s",
-            TRAIN_FLAGS["init_checkpoint"],
-            options["init_checkpoint"],
-        )
-        options["init_checkpoint"] = None
-    cmd = trainer_command(options, instances_dir, run_dir, extra_args, nproc_per_node, nnodes)
+    cmd = trainer_command(dataclasses.replace(cfg, out=run_dir), nproc_per_node, nnodes)
     run_trainer.with_options(timeout_seconds=timeout_minutes * 60)(cmd, timeout_minutes * 60)
     checkpoint = final_checkpoint(run_dir)
     manifest = write_run_manifest(run_dir, instances_dir, options, checkpoint, training_summary(run_dir))
     training_artifact(run_dir, manifest)
     return stage_result("pretrain", run_dir, key, False, checkpoint=checkpoint, summary=manifest["summary"])
-
-
-def _sha(path: str) -> str:
-    return storage.sha256(path)
 
 
 def locals_for_remote(params: dict) -> dict:

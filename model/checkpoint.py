@@ -10,15 +10,16 @@ A checkpoint folder holds
                                                data position, Python and NumPy RNG state
     checksums.json                             sha256 of every file above, written LAST
 
+`save_state` writes a run's state dict (model/train_state.py: one `state_dict()` per stateful part)
+into these files, and `Loaded.state(rank)` gives the same dict back, for one rank.
+
 It is written with pipelines.core.storage.write_folder: locally into a hidden temporary folder next to its
 final place, renamed when complete; on an object store (gs://, s3://), which has no folder rename, the
 files in place and checksums.json last. A folder without checksums.json is never taken for a
 checkpoint. `latest` returns the newest folder whose checksums verify; a corrupt or partial one
 is reported and skipped. The last `keep` checkpoints are kept.
 
-Model and optimizer state are gathered as full (unsharded) state dicts with
-torch.distributed.checkpoint.state_dict, which works for a plain module, DDP's module and FSDP2
-(fully_shard) alike; only rank 0 writes.
+Model and optimizer state are full (unsharded) state dicts; only rank 0 writes.
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-import numpy as np
 import torch
-import torch.nn as nn
 
 from model.convert import (
     CHECKSUMS_NAME,
@@ -42,7 +41,6 @@ from model.convert import (
     checksums_json,
     digest,
     read_checksums,
-    tied_aliases,
     verify_file,
 )
 from pipelines.core import storage
@@ -55,118 +53,6 @@ OPTIMIZER_TENSORS = "optimizer.safetensors"
 OPTIMIZER_JSON = "optimizer.json"
 RNG = "rng.safetensors"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-
-
-# ---------------------------------------------------------------------------------------------------
-# State gathering
-
-
-def _full_state_options():
-    from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-    return StateDictOptions(full_state_dict=True, cpu_offload=True)
-
-
-def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Full state dict (collective under FSDP2; call on every rank; empty on ranks other than 0 of a
-    process group), each tied tensor once."""
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-    state = get_model_state_dict(model, options=_full_state_options())
-    aliases = tied_aliases(model)
-    return {k: v.detach().cpu().contiguous() for k, v in state.items() if k not in aliases}
-
-
-def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """(tensors, json) of the full optimizer state keyed by parameter names (collective under FSDP2;
-    empty on ranks other than 0)."""
-    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
-    osd = get_optimizer_state_dict(model, optimizer, options=_full_state_options())
-    if not osd:  # with a process group, only rank 0 receives the full state (cpu_offload)
-        return {}, {}
-    tensors, scalars = {}, {}
-    for name, slots in osd["state"].items():
-        for slot, value in slots.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"{name}::{slot}"] = value.detach().cpu().contiguous()
-            else:
-                scalars.setdefault(name, {})[slot] = value
-    groups = []
-    for g in osd["param_groups"]:
-        groups.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()})
-    return tensors, {"param_groups": groups, "scalars": scalars, "class": type(optimizer).__name__}
-
-
-def load_optimizer_state(
-    model: nn.Module, optimizer: torch.optim.Optimizer, tensors: dict, meta: dict
-) -> None:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-    if meta.get("class") != type(optimizer).__name__:
-        raise CheckpointError(
-            f"checkpoint optimizer is {meta.get('class')}, this run uses {type(optimizer).__name__}"
-        )
-    state: dict[str, dict] = {}
-    for key, value in tensors.items():
-        name, slot = key.rsplit("::", 1)
-        state.setdefault(name, {})[slot] = value
-    for name, slots in meta.get("scalars", {}).items():
-        state.setdefault(name, {}).update(slots)
-    groups = []
-    for g in meta["param_groups"]:
-        groups.append({k: (tuple(v) if k == "betas" else v) for k, v in g.items()})
-    set_optimizer_state_dict(
-        model,
-        optimizer,
-        {"state": state, "param_groups": groups},
-        options=StateDictOptions(full_state_dict=True),
-    )
-
-
-def load_model_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Load a full state dict (tied tensors once) into a plain or FSDP2 model, strictly."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-
-    state = dict(state)
-    for alias, canonical in tied_aliases(model).items():
-        if canonical in state:
-            state[alias] = state[canonical]
-    set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, strict=True))
-
-
-def rng_state() -> dict:
-    """This process's RNG states: (json part, tensor part)."""
-    py = __import__("random").getstate()
-    np_state = np.random.get_state()
-    tensors = {"torch_cpu": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        tensors["torch_cuda"] = torch.cuda.get_rng_state()
-    return {
-        "json": {
-            "python": [py[0], list(py[1]), py[2]],
-            "numpy": [
-                np_state[0],
-                np_state[1].tolist(),
-                int(np_state[2]),
-                int(np_state[3]),
-                float(np_state[4]),
-            ],
-        },
-        "tensors": tensors,
-    }
-
-
-def set_rng_state(state_json: dict, tensors: dict[str, torch.Tensor]) -> None:
-    import random
-
-    py = state_json["python"]
-    random.setstate((py[0], tuple(py[1]), py[2]))
-    n = state_json["numpy"]
-    np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), n[2], n[3], n[4]))
-    torch.set_rng_state(tensors["torch_cpu"])
-    if "torch_cuda" in tensors and torch.cuda.is_available():
-        torch.cuda.set_rng_state(tensors["torch_cuda"])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -215,6 +101,46 @@ def save(
     storage.write_folder(final, {**files, CHECKSUMS: summary}, marker=CHECKSUMS)
     prune(run_dir, keep)
     return final
+
+
+def save_state(
+    run_dir: str,
+    state: dict,
+    ranks: list[dict],
+    *,
+    config_json: dict,
+    about: dict,
+    spm_model: str | None = None,
+    keep: int = 3,
+) -> str:
+    """Write a run's state dict as step-N (`save`). `state`: the parts shared by all ranks ("model",
+    "optimizer", "schedule", "progress"); `ranks`: every rank's own parts ({"data", "rng"}, in rank
+    order); `about`: what trainer.json records beside them ("train_config", "data")."""
+    step = state["progress"]["step"]
+    trainer_json = {
+        "step": step,
+        "world_size": len(ranks),
+        "schedule": state["schedule"],
+        "counters": state["progress"]["counters"],
+        **about,
+        "ranks": [
+            {"rank": r, "data": mine["data"], "rng": mine["rng"]["json"]} for r, mine in enumerate(ranks)
+        ],
+    }
+    return save(
+        run_dir,
+        step,
+        config_json=config_json,
+        model_tensors=state["model"],
+        optimizer_tensors=state["optimizer"]["tensors"],
+        optimizer_json=state["optimizer"]["json"],
+        trainer_json=trainer_json,
+        rng_tensors={
+            f"{k}@{r}": v for r, mine in enumerate(ranks) for k, v in mine["rng"]["tensors"].items()
+        },
+        spm_model=spm_model,
+        keep=keep,
+    )
 
 
 def list_steps(run_dir: str) -> list[int]:
@@ -283,6 +209,23 @@ class Loaded:
     optimizer_tensors: dict[str, torch.Tensor]
     optimizer_json: dict
     rng_tensors: dict[str, torch.Tensor]
+
+    def state(self, rank: int) -> dict:
+        """The state dict `save_state` wrote, with rank `rank`'s own parts."""
+        mine = self.trainer["ranks"][rank]
+        return {
+            "model": self.model_tensors,
+            "optimizer": {"tensors": self.optimizer_tensors, "json": self.optimizer_json},
+            "schedule": self.trainer["schedule"],
+            "progress": {"step": self.trainer["step"], "counters": self.trainer["counters"]},
+            "data": mine["data"],
+            "rng": {
+                "json": mine["rng"],
+                "tensors": {
+                    k.split("@")[0]: v for k, v in self.rng_tensors.items() if k.endswith(f"@{rank}")
+                },
+            },
+        }
 
 
 def load(path: str) -> Loaded:

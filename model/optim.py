@@ -144,3 +144,9 @@ class Schedule:
 
     def state_dict(self) -> dict:
         return {"peak": self.peak, "warmup": self.warmup, "total": self.total, "power": self.power}
+
+    def load_state_dict(self, state: dict) -> None:
+        """The schedule is a function of the step (restored with the run's progress), so a checkpoint's
+        must be this one: the same --lr, --warmup-steps and --steps, as its settings were checked."""
+        if state != self.state_dict():
+            raise ValueError(f"the checkpoint's schedule {state} is not this run's {self.state_dict()}")

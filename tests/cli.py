@@ -47,14 +47,19 @@ class Result:
 
 
 def albert(
-    *args: str, cwd: str | None = None, env: dict | None = None, timeout: int = 600, stdin: str | None = None
+    *args: str,
+    cwd: str | None = None,
+    env: dict | None = None,
+    timeout: int = 600,
+    stdin: str | None = None,
+    launcher: tuple[str, ...] = ("-m", "flows.cli"),
 ) -> Result:
     """`albert ARGS...` as a user runs it (python -m flows.cli, from the repository root); `stdin`:
-    text fed to it (UTF-8)."""
+    text fed to it (UTF-8); `launcher`: another entry point (tests/trainer_hooks.py)."""
     full_env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, *launcher, *args],
         cwd=cwd or ROOT,
         env=full_env,
         capture_output=True,

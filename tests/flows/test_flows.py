@@ -129,20 +129,28 @@ def test_evaluation_is_cached_by_prefect_across_runs(chain):
 def test_rerun_after_a_failed_stage_resumes_there(chain, sample_text):
     """repretrain fails in pretraining after a checkpoint; the rerun reuses every finished stage and
     the trainer resumes from that checkpoint, its output streamed to the flow logs."""
+    import sys
+
+    import flows.pretrain
     from flows.repretrain import repretrain
+    from tests.trainer_hooks import launcher
 
     r1 = chain["result"]
     params = {**TINY, "steps": 8, "max_eval_batches": 2}
-    # The trainer's testing hook makes the loss NaN from step 3 on: it stops (diverged, exit code 2:
-    # not retried) after writing step-2. Both flags are run-only options: not part of the run's key.
-    broken = ["--save-every", "2", "--inject-nan-steps", "3,4,5,6,7"]
-    state = repretrain(
-        sources=[f"text:{sample_text}"],
-        storage_root=chain["root"],
-        pretrain_args=broken,
-        **params,
-        return_state=True,
-    )
+    # The trainer, launched with a test hook, makes the loss NaN from step 3 on: it stops (diverged,
+    # exit code 2: not retried) after writing step-2. --save-every is a run-only option: not part of
+    # the run's key.
+    broken = ["--save-every", "2"]
+    with pytest.MonkeyPatch.context() as mp:
+        hooked = [sys.executable, *launcher(nan_steps=range(3, 8))]
+        mp.setattr(flows.pretrain, "albert_command", lambda *args: [*hooked, *args])
+        state = repretrain(
+            sources=[f"text:{sample_text}"],
+            storage_root=chain["root"],
+            pretrain_args=broken,
+            **params,
+            return_state=True,
+        )
     assert state.is_failed()
     task_failure = read_artifact("pretrain-process-failure").data
     assert (

@@ -17,6 +17,7 @@ import torch
 from model import checkpoint as ckpt
 from model.trainer import Trainer, train
 from tests.model.train_fixtures import cli_args, train_config
+from tests.trainer_hooks import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -113,9 +114,9 @@ def test_fsspec_urls(tmp_path):
     assert torch.equal(ckpt.load(ckpt.latest(run)).model_tensors["w"], torch.full((3,), 2.0))
 
 
-def _run_cli(args: list[str], env: dict) -> subprocess.Popen:
+def _run_cli(args: list[str], env: dict, entry: tuple[str, ...] = ("-m", "flows.cli")) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, *entry, *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -140,7 +141,7 @@ def test_sigkill_mid_run_then_same_command_resumes_to_identical_weights(
     # The same command; it pauses after step 6 (2 steps past the step-4 checkpoint) and is killed there.
     run_dir = str(tmp_path / "killed")
     args = cli_args(instances_dir, run_dir, model_config_file, *extra)
-    proc = _run_cli(args, {**env, "ALBERT_TEST_SLEEP_AT_STEP": "6:120"})
+    proc = _run_cli(args, env, launcher(sleep=(6, 120)))
     metrics = os.path.join(run_dir, "metrics.jsonl")
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -203,7 +204,7 @@ def test_on_gcs_a_killed_run_resumes_from_the_bucket_to_identical_weights(
 
     run = f"{bucket}/runs/killed"
     args = cli_args(remote_instances, run, model_config_file, *extra)
-    proc = _run_cli(args, {**env, "ALBERT_TEST_SLEEP_AT_STEP": "6:120"})
+    proc = _run_cli(args, env, launcher(sleep=(6, 120)))
     seen = []
     for line in proc.stdout:  # the progress lines; the run pauses after step 6
         seen.append(line)

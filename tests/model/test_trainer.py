@@ -11,9 +11,11 @@ import torch
 
 from flows.cli import main as albert
 from model import checkpoint as ckpt
-from model.trainer import Trainer, TrainingDiverged, train
+from model.train_loop import TrainingDiverged
+from model.trainer import Trainer, train
 from pipelines.core.errors import UserError
 from tests.model.train_fixtures import cli_args, train_config
+from tests.trainer_hooks import inject_nan
 
 
 def final_weights(run_dir: str) -> dict[str, torch.Tensor]:
@@ -85,9 +87,10 @@ def test_gradients_are_clipped_to_the_global_norm(tmp_path, instances_dir, model
     assert m["grad_norm"] > 0.05 and norms[0] == pytest.approx(0.05, rel=1e-4)
 
 
-def test_non_finite_steps_are_skipped_and_counted(tmp_path, instances_dir, model_config_file):
+def test_non_finite_steps_are_skipped_and_counted(tmp_path, instances_dir, model_config_file, monkeypatch):
     out = str(tmp_path / "run")
-    summary = train(train_config(instances_dir, out, model_config_file, steps=8, inject_nan_steps=(2, 3, 6)))
+    inject_nan(monkeypatch, (2, 3, 6))
+    summary = train(train_config(instances_dir, out, model_config_file, steps=8))
     assert summary["step"] == 8 and summary["skipped_steps"] == 3
     assert all(torch.isfinite(v).all() for v in final_weights(out).values())
     rows = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl"))]
@@ -95,11 +98,10 @@ def test_non_finite_steps_are_skipped_and_counted(tmp_path, instances_dir, model
 
 
 def test_a_skipped_step_changes_neither_weights_nor_optimizer_state(
-    tmp_path, instances_dir, model_config_file
+    tmp_path, instances_dir, model_config_file, monkeypatch
 ):
-    trainer = Trainer(
-        train_config(instances_dir, str(tmp_path / "r"), model_config_file, inject_nan_steps=(2,))
-    )
+    inject_nan(monkeypatch, (2,))
+    trainer = Trainer(train_config(instances_dir, str(tmp_path / "r"), model_config_file))
     batches = trainer._batches()
 
     def snapshot():
@@ -119,18 +121,18 @@ def test_a_skipped_step_changes_neither_weights_nor_optimizer_state(
 
 
 def test_repeated_non_finite_steps_stop_the_run_without_a_poisoned_checkpoint(
-    tmp_path, instances_dir, model_config_file, capsys
+    tmp_path, instances_dir, model_config_file, capsys, monkeypatch
 ):
     out = str(tmp_path / "run")
-    cfg = train_config(
-        instances_dir, out, model_config_file, steps=20, save_every=3, inject_nan_steps=tuple(range(5, 20))
-    )
+    inject_nan(monkeypatch, range(5, 20))
+    cfg = train_config(instances_dir, out, model_config_file, steps=20, save_every=3)
     with pytest.raises(TrainingDiverged, match=r"non-finite for 5 steps in a row \(steps 6-10\).*step-3"):
         train(cfg)
     assert ckpt.list_steps(out) == [3]  # nothing written after the failures began
     # The command line reports it in one line (exit 2), no traceback.
+    inject_nan(monkeypatch, range(20))
     code = albert(cli_args(instances_dir, str(tmp_path / "cli"), model_config_file, "--steps", "20",
-                           "--inject-nan-steps", ",".join(map(str, range(20))), "--max-bad-steps", "3"))  # fmt: skip
+                           "--max-bad-steps", "3"))  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "albert pretrain: error: loss/gradient non-finite for 3 steps in a row" in err
     assert "Traceback" not in err

@@ -16,6 +16,7 @@ import pytest
 
 from tests.cli import albert, flip_bit, tree, truncate
 from tests.model.train_fixtures import DOCS, cli_args, write_instances
+from tests.trainer_hooks import launcher
 
 
 def pretrain(instances: str, out: str, config: str, *extra: str):
@@ -216,8 +217,8 @@ def test_a_run_that_failed_before_its_first_checkpoint_reruns_with_other_options
 ):
     """The settings lock with the first checkpoint: the rerun the error message advises is accepted."""
     out = str(tmp_path / "run")
-    r = pretrain(instances_dir, out, model_config_file, "--steps", "4", "--inject-nan-steps", "0,1",
-                 "--max-bad-steps", "2")  # fmt: skip
+    r = albert(*cli_args(instances_dir, out, model_config_file, "--steps", "4", "--max-bad-steps", "2"),
+               launcher=launcher(nan_steps=(0, 1)))  # fmt: skip
     r.fails(2, "non-finite for 2 steps", "no checkpoint yet", "lower --lr")
     assert not os.path.exists(os.path.join(out, "checkpoints"))
     pretrain(instances_dir, out, model_config_file, "--steps", "4", "--lr", "5e-3").ok()

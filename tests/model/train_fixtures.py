@@ -96,7 +96,7 @@ def model_config_file(tmp_path_factory, vocab_dir) -> str:
 
 
 def train_config(instances: str, out: str, config_file: str, **overrides):
-    from model.trainer import TrainConfig
+    from model.train_config import TrainConfig
 
     values = dict(
         instances=instances,
@@ -114,7 +114,7 @@ def train_config(instances: str, out: str, config_file: str, **overrides):
         device="cpu",
     )
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.from_flat(**values)
 
 
 def cli_args(instances: str, out: str, config_file: str, *extra: str) -> list[str]:

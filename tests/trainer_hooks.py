@@ -1,0 +1,70 @@
+"""Test hooks of the trainer, kept out of the product: monkeypatches of model.trainer.Trainer, applied
+in the test's process or, through this module as the launcher, in an `albert` subprocess.
+
+    inject_nan(monkeypatch, steps)              the loss is NaN at these steps (0-based: trainer.step
+                                                before the update), so their updates are skipped
+    sleep_after(monkeypatch, step, seconds)     pause once `step` steps are done (logged, saved if due),
+                                                so a test can kill the process at a known point
+
+    python -m tests.trainer_hooks [--nan-steps 3,4] [--sleep-after STEP:SECONDS] pretrain --instances ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterable
+
+import pytest
+
+from model.trainer import Trainer
+
+_micro_loss, _train_step = Trainer.micro_loss, Trainer.train_step
+
+
+def inject_nan(monkeypatch: pytest.MonkeyPatch, steps: Iterable[int]) -> None:
+    steps = set(steps)
+
+    def micro_loss(self, *args):
+        loss, parts = _micro_loss(self, *args)
+        return (loss * float("nan") if self.step in steps else loss), parts
+
+    monkeypatch.setattr(Trainer, "micro_loss", micro_loss)
+
+
+def sleep_after(monkeypatch: pytest.MonkeyPatch, step: int, seconds: float) -> None:
+    def train_step(self, micro_batches):
+        if self.step == step:
+            time.sleep(seconds)
+        return _train_step(self, micro_batches)
+
+    monkeypatch.setattr(Trainer, "train_step", train_step)
+
+
+def launcher(nan_steps: Iterable[int] = (), sleep: tuple[int, float] | None = None) -> tuple[str, ...]:
+    """What follows the interpreter to run `albert` with these hooks (instead of `-m flows.cli`)."""
+    hooks = ["--nan-steps", ",".join(map(str, nan_steps))] if nan_steps else []
+    if sleep:
+        hooks += ["--sleep-after", f"{sleep[0]}:{sleep[1]}"]
+    return ("-m", "tests.trainer_hooks", *hooks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from flows.cli import main as albert
+
+    p = argparse.ArgumentParser(prog="python -m tests.trainer_hooks", allow_abbrev=False)
+    p.add_argument("--nan-steps", type=lambda s: [int(x) for x in s.split(",")], default=[])
+    p.add_argument("--sleep-after", type=lambda s: (int(s.split(":")[0]), float(s.split(":")[1])))
+    p.add_argument("albert", nargs=argparse.REMAINDER, help="the `albert` command line")
+    args = p.parse_args(argv)
+    with pytest.MonkeyPatch.context() as mp:
+        if args.nan_steps:
+            inject_nan(mp, args.nan_steps)
+        if args.sleep_after:
+            sleep_after(mp, *args.sleep_after)
+        return albert(args.albert)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
