@@ -36,14 +36,9 @@ from flows.common import (
 )
 from flows.evaluate import eval_json_path, eval_samples, evaluate_checkpoint, gate_metrics, metrics_table
 from flows.gate import GateConfig, decide, decision_table_markdown
-from flows.registry import (
-    DEFAULT_MODEL,
-    MODEL_NAME,
-    MODEL_NAME_RULE,
-    Registry,
-    build_lineage,
-    gate_and_promote,
-)
+from flows.lineage import build_lineage
+from flows.promotion import gate_and_promote
+from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
 from model.samples import DownstreamSample
 from pipelines.core import storage
 from pipelines.core.errors import UserError
