@@ -35,7 +35,8 @@ from flows.common import (
     stage_flow,
 )
 from flows.evaluate import eval_json_path, eval_samples, evaluate_checkpoint, gate_metrics, metrics_table
-from flows.gate import GateConfig, decide, decision_table_markdown
+from flows.gate import GateConfig, decide
+from flows.gate_report import decision_table_markdown
 from flows.lineage import build_lineage
 from flows.promotion import gate_and_promote
 from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
