@@ -26,13 +26,14 @@ import typing
 from typing import Any
 
 from flows.deployments import Spec, apply, base_job_template, ensure_pools, serve_deployments
+from flows.stage import DEFAULT_ROOT
 from pipelines.core.errors import UserError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_FILE = os.path.join(REPO_ROOT, "infra", "prefect.yaml")
 ENV_DEFAULTS = {
     "ALBERT_HOME": REPO_ROOT,
-    "ALBERT_STORAGE_ROOT": "out/factory",
+    "ALBERT_STORAGE_ROOT": DEFAULT_ROOT,
     "ALBERT_TRAINER_IMAGE": "albert-trainer:latest",
     "ALBERT_DATAFLOW_IMAGE": "albert-dataflow:latest",
     "ALBERT_GCP_PROJECT": "my-gcp-project",

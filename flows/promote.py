@@ -40,11 +40,12 @@ from flows.gate_report import decision_table_markdown
 from flows.lineage import build_lineage
 from flows.promotion import gate_and_promote
 from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
+from flows.stage import DEFAULT_ROOT
 from model.samples import DownstreamSample
 from pipelines.core import storage
 from pipelines.core.errors import UserError
 
-DEFAULT_REGISTRY = "out/factory/registry"
+DEFAULT_REGISTRY = f"{DEFAULT_ROOT}/registry"
 
 
 # How the CLI spells the flow's parameters: what the CLI shows must name options a user can type.
