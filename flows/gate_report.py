@@ -4,10 +4,13 @@ markdown table of every test (the promote flow's `promotion-decision` artifact).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from flows.gate import Decision
+
+class DecisionLike(Protocol):
+    """flows.gate.Decision, by its shape (flows/gate.py imports this module, not the reverse)."""
+
+    def to_dict(self) -> dict: ...
 
 
 def format_p(p: float) -> str:
@@ -30,7 +33,7 @@ def _cell(x: float | None, digits: int) -> str:
     return "-" if x is None else f"{x:+.{digits}f}"
 
 
-def decision_table_markdown(decision: Decision | dict) -> str:
+def decision_table_markdown(decision: DecisionLike | dict) -> str:
     """The decision as a markdown table: every test with its estimate, 95% interval and p-value, then
     the rule in one sentence and the reasons. Accepts a Decision or its to_dict()."""
     d = decision if isinstance(decision, dict) else decision.to_dict()
