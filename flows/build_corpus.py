@@ -15,22 +15,12 @@ from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.tasks import exponential_backoff
 
-from flows.common import (
-    RESULTS,
-    is_complete,
-    logger,
-    read_manifest,
-    retry_transient,
-    stage_flow,
-    stage_key,
-    stage_result,
-    stage_task,
-)
+from flows.common import RESULTS, retry_transient, stage_flow, stage_key, stage_task
 from flows.params import Runner
+from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from pipelines.core import storage
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (docs/architecture.md)
-DEFAULT_ROOT = "out/factory"
 
 
 def newest_sources(sources: list[str]) -> list[str]:
@@ -128,22 +118,17 @@ def build_corpus(
     file. max_dead_letter_fraction: past this share of dead letters the stage fails (it decides
     whether the corpus is published, not what it holds: not part of the key).
     Returns {"dir", "key", "reused", "counts"}."""
-    log = logger()
     if newest_only:
         sources = newest_sources(sources)
     key, opts = corpus_key(sources, options)
-    out = storage.join(storage.absolute(storage_root), "corpus", key)
-    reused = is_complete(out)
-    if reused:
-        log.info("corpus %s is up to date (same inputs and options): reusing it", out)
-    else:
-        log.info("building corpus %s from %s on %s", out, sources, runner)
-        run_corpus_stage.with_options(timeout_seconds=timeout_minutes * 60)(
-            sources, out, opts, runner, beam_args, max_dead_letter_fraction
-        )
-    manifest = read_manifest(out)
-    corpus_stats_artifact(out)
-    return stage_result("corpus", out, key, reused, counts=manifest["counts"])
+    task = run_corpus_stage.with_options(timeout_seconds=timeout_minutes * 60)
+    done = run_stage(
+        "corpus",
+        stage_dir(storage_root, "corpus", key),
+        lambda out: task(sources, out, opts, runner, beam_args, max_dead_letter_fraction),
+    )
+    corpus_stats_artifact(done.dir)
+    return done.result(counts=done.manifest["counts"])
 
 
 if __name__ == "__main__":

@@ -10,21 +10,10 @@ from __future__ import annotations
 
 from prefect.artifacts import create_table_artifact
 
-from flows.common import (
-    is_complete,
-    logger,
-    output_hashes,
-    read_manifest,
-    run_cli,
-    stage_flow,
-    stage_key,
-    stage_result,
-    stage_task,
-)
+from flows.common import output_hashes, run_cli, stage_flow, stage_key, stage_task
 from flows.params import Runner, WholeWord
+from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from pipelines.core import storage
-
-DEFAULT_ROOT = "out/factory"
 
 
 @stage_task("instances-stage", backoff_factor=30)
@@ -94,19 +83,15 @@ def build_instances(
     }
     vocab_hash = storage.sha256(storage.join(vocab_dir, "spm.model"))  # a vocab folder or a registry version
     key = stage_key("instances", corpus=output_hashes(corpus_dir), vocab=vocab_hash, options=options)
-    out = storage.join(storage.absolute(storage_root), "instances", key)
-    reused = is_complete(out)
-    if reused:
-        logger().info("instances %s are up to date: reusing them", out)
-    else:
-        argv = ["--corpus", corpus_dir, "--vocab", vocab_dir, "--out", out, "--runner", runner]
-        argv += ["--max-dead-letter-fraction", str(max_dead_letter_fraction)]
-        for name, value in options.items():
-            argv += ["--" + name.replace("_", "-"), str(value)]
-        run_instances_stage.with_options(timeout_seconds=timeout_minutes * 60)(argv + list(beam_args))
-    manifest = read_manifest(out)
-    instance_stats_artifact(manifest, out)
-    return stage_result("instances", out, key, reused, summary=manifest["summary"])
+    out = stage_dir(storage_root, "instances", key)
+    argv = ["--corpus", corpus_dir, "--vocab", vocab_dir, "--out", out, "--runner", runner]
+    argv += ["--max-dead-letter-fraction", str(max_dead_letter_fraction)]
+    for name, value in options.items():
+        argv += ["--" + name.replace("_", "-"), str(value)]
+    task = run_instances_stage.with_options(timeout_seconds=timeout_minutes * 60)
+    done = run_stage("instances", out, lambda _: task(argv + list(beam_args)))
+    instance_stats_artifact(done.manifest, done.dir)
+    return done.result(summary=done.manifest["summary"])
 
 
 if __name__ == "__main__":

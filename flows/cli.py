@@ -54,6 +54,11 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+def command_module(name: str):
+    """The module that implements `albert NAME` (imported on first use: see above)."""
+    return importlib.import_module(COMMANDS[name][0])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"albert: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
+    module = command_module(name)
     parser = argparse.ArgumentParser(prog=f"albert {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
     if getattr(module, "PASSES_BEAM_ARGS", False):

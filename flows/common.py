@@ -30,8 +30,8 @@ from prefect.context import FlowRunContext, TaskRunContext
 
 from pipelines.core import storage
 from pipelines.core.errors import UserError
+from pipelines.core.manifest import MANIFEST, read_manifest
 
-MANIFEST = "manifest.json"
 KEY_CHARS = 16
 
 # Failures that a retry cannot fix: bad input or a bug. Everything else (I/O, network, a killed
@@ -54,13 +54,6 @@ NOT_TRANSIENT = (
 def is_complete(stage_dir: str) -> bool:
     """A stage folder is finished when its manifest exists (it is written last)."""
     return storage.exists(storage.join(stage_dir, MANIFEST))
-
-
-def read_manifest(stage_dir: str) -> dict:
-    path = storage.join(stage_dir, MANIFEST)
-    if not storage.exists(path):
-        raise UserError(f"{stage_dir} has no {MANIFEST}: that stage did not finish")
-    return storage.read_json(path)
 
 
 # ------------------------------------------------------------------------------------ stage keys
@@ -109,11 +102,9 @@ class _StageParser(argparse.ArgumentParser):
 
 def stage_parser(command: str) -> tuple[argparse.ArgumentParser, Any]:
     """(the argument parser of `albert COMMAND`, raising ArgumentError on bad arguments; its module)."""
-    import importlib
+    from flows.cli import command_module
 
-    from flows.cli import COMMANDS
-
-    module = importlib.import_module(COMMANDS[command][0])
+    module = command_module(command)
     parser = _StageParser(prog=f"albert {command}")
     module.add_arguments(parser)
     return parser, module

@@ -206,7 +206,6 @@ def run(args: argparse.Namespace) -> int:
 
     claim(args.out, "demo", force=args.force, legacy=DEMO_FILES)  # before Prefect writes its database there
     where = _prefect_env(args.out)
-    from flows.finetune import finetune_available
     from flows.repretrain import repretrain
 
     started = time.time()
@@ -224,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         lr=args.lr,
         warmup_steps=args.warmup_steps,
         max_regression=args.max_regression,
-        finetune_task=(args.finetune_task or None) if finetune_available() else None,
+        finetune_task=args.finetune_task or None,
         finetune_args=FINETUNE_ARGS,
     )
     text = summarize(result, time.time() - started, where)

@@ -7,7 +7,8 @@
 those of the flow's signature, schedules complete and valid), creates the work pools listed under
 definitions.pools that do not exist yet (base job templates: Prefect's defaults for the pool type, or
 the file given), then creates or updates the deployments with their schedules, per-schedule
-parameters, job variables and pull steps, on the server of the active profile (PREFECT_API_URL).
+parameters, job variables and pull steps, on the server of the active profile (PREFECT_API_URL):
+this module reads and checks the file, flows/deployments.py acts on the server.
 `serve` runs the process-pool deployments in this process with prefect.serve(): they appear in the
 UI, schedules fire, and runs can be triggered from there.
 
@@ -17,23 +18,22 @@ UI, schedules fire, and runs can be triggered from there.
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib
 import inspect
-import json
 import os
 import re
 import typing
-from dataclasses import dataclass, field
 from typing import Any
 
+from flows.deployments import Spec, apply, base_job_template, ensure_pools, serve_deployments
+from flows.stage import DEFAULT_ROOT
 from pipelines.core.errors import UserError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_FILE = os.path.join(REPO_ROOT, "infra", "prefect.yaml")
 ENV_DEFAULTS = {
     "ALBERT_HOME": REPO_ROOT,
-    "ALBERT_STORAGE_ROOT": "out/factory",
+    "ALBERT_STORAGE_ROOT": DEFAULT_ROOT,
     "ALBERT_TRAINER_IMAGE": "albert-trainer:latest",
     "ALBERT_DATAFLOW_IMAGE": "albert-dataflow:latest",
     "ALBERT_GCP_PROJECT": "my-gcp-project",
@@ -60,25 +60,6 @@ def resolve(obj: Any, env: dict[str, str] | None = None) -> Any:
     if isinstance(obj, dict):
         return {k: resolve(v, env) for k, v in obj.items()}
     return obj
-
-
-@dataclass
-class Spec:
-    """One deployment of the file, resolved and checked."""
-
-    flow: Any
-    name: str
-    entrypoint: str
-    pool: dict
-    parameters: dict
-    schedules: list[dict] = field(default_factory=list)
-    pull: list[dict] = field(default_factory=list)
-    description: str | None = None
-    tags: list[str] = field(default_factory=list)
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.flow.name}/{self.name}"
 
 
 def load_file(path: str = DEFAULT_FILE) -> dict:
@@ -173,13 +154,6 @@ def pass_through_problems(flow, params: dict) -> list[str]:
     return [p for p in problems if p]
 
 
-def check_parameters(flow, params: dict, complete: bool, where: str) -> None:
-    """parameter_problems as one UserError."""
-    problems = parameter_problems(flow, params, complete, where)
-    if problems:
-        raise UserError("; ".join(problems))
-
-
 def check_schedule(item: dict, where: str) -> None:
     from prefect.client.schemas.schedules import CronSchedule
 
@@ -247,31 +221,6 @@ def load_specs(
     return specs, list(pools.values())
 
 
-def base_job_template(pool: dict, infra_dir: str) -> dict:
-    """The pool's base job template: its own file, or Prefect's default for the pool type (read from
-    the metadata Prefect ships, so it works offline)."""
-    if pool.get("base_job_template"):
-        from pipelines.core import storage
-
-        return storage.read_json(storage.join(infra_dir, pool["base_job_template"]))
-    if pool["type"] == "process":
-        from prefect.workers.process import ProcessWorker
-
-        return copy.deepcopy(ProcessWorker.get_default_base_job_template())
-    import prefect
-
-    path = os.path.join(
-        os.path.dirname(prefect.__file__), "server/api/collections_data/views/aggregate-worker-metadata.json"
-    )
-    with open(path, encoding="utf-8") as f:
-        meta = json.load(f)
-    for collection in meta.values():
-        for worker in collection.values():
-            if worker.get("type") == pool["type"]:
-                return copy.deepcopy(worker["default_base_job_configuration"])
-    raise UserError(f"unknown work pool type {pool['type']!r}")
-
-
 def check_job_variables(pool: dict, job_variables: dict, infra_dir: str, where: str) -> None:
     known = base_job_template(pool, infra_dir)["variables"]["properties"]
     unknown = sorted(set(job_variables) - set(known))
@@ -279,118 +228,6 @@ def check_job_variables(pool: dict, job_variables: dict, infra_dir: str, where: 
         raise UserError(
             f"{where}: {pool['type']} pool {pool['name']} has no job variable(s) {', '.join(unknown)}"
         )
-
-
-# -------------------------------------------------------------------------------------- registration
-
-
-def _schedule_objects(spec: Spec) -> list:
-    from prefect.client.schemas.actions import DeploymentScheduleCreate
-    from prefect.client.schemas.schedules import CronSchedule
-
-    return [
-        DeploymentScheduleCreate(
-            schedule=CronSchedule(cron=s["cron"], timezone=s.get("timezone")),
-            active=s.get("active", True),
-            parameters=s.get("parameters") or {},
-            slug=s.get("slug"),
-        )
-        for s in spec.schedules
-    ]
-
-
-def ensure_pools(pools: list[dict], infra_dir: str, log=print) -> list[str]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.actions import WorkPoolCreate
-    from prefect.exceptions import ObjectNotFound
-
-    created = []
-    with get_client(sync_client=True) as client:
-        for pool in pools:
-            try:
-                client.read_work_pool(pool["name"])
-                continue
-            except ObjectNotFound:
-                pass
-            client.create_work_pool(
-                WorkPoolCreate(
-                    name=pool["name"],
-                    type=pool["type"],
-                    description=pool.get("description"),
-                    base_job_template=base_job_template(pool, infra_dir),
-                )
-            )
-            created.append(pool["name"])
-            log(f"created work pool {pool['name']} ({pool['type']})")
-    return created
-
-
-def apply(specs: list[Spec], log=print) -> dict[str, str]:
-    """Create or update every deployment (schedules replaced by the file's). Returns name -> id."""
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-
-    ids = {}
-    with get_client(sync_client=True) as client:
-        for spec in specs:
-            flow_id = client.create_flow_from_name(spec.flow.name)
-            try:  # the server upserts the deployment but would add schedules next to the old ones
-                old = client.read_deployment_by_name(spec.full_name)
-                for sched in client.read_deployment_schedules(old.id):
-                    client.delete_deployment_schedule(old.id, sched.id)
-            except ObjectNotFound:
-                pass
-            deployment_id = client.create_deployment(
-                flow_id=flow_id,
-                name=spec.name,
-                work_pool_name=spec.pool["name"],
-                work_queue_name=spec.pool.get("work_queue_name"),
-                job_variables=spec.pool.get("job_variables") or {},
-                parameters=spec.parameters,
-                schedules=_schedule_objects(spec),
-                entrypoint=spec.entrypoint,
-                pull_steps=spec.pull,
-                tags=spec.tags,
-                description=spec.description,
-                parameter_openapi_schema=spec.flow.parameters.model_dump(),
-                enforce_parameter_schema=True,
-            )
-            ids[spec.full_name] = str(deployment_id)
-            log(
-                f"deployment {spec.full_name} -> pool {spec.pool['name']}"
-                + (f", {len(spec.schedules)} schedule(s)" if spec.schedules else "")
-            )
-    return ids
-
-
-def serve_deployments(specs: list[Spec], pool_types: dict[str, str]) -> list:
-    """RunnerDeployments for prefect.serve(): the process-pool deployments (GPU pools need workers)."""
-    from prefect.schedules import Cron
-
-    out = []
-    for spec in specs:
-        if pool_types.get(spec.pool["name"]) != "process":
-            continue
-        schedules = [
-            Cron(
-                s["cron"],
-                timezone=s.get("timezone"),
-                active=s.get("active", True),
-                parameters=s.get("parameters") or {},
-                slug=s.get("slug"),
-            )
-            for s in spec.schedules
-        ]
-        out.append(
-            spec.flow.to_deployment(
-                name=spec.name,
-                parameters=spec.parameters,
-                schedules=schedules or None,
-                description=spec.description,
-                tags=spec.tags,
-            )
-        )
-    return out
 
 
 # ----------------------------------------------------------------------------------------------- CLI

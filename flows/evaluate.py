@@ -17,18 +17,11 @@ import math
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.common import (
-    logger,
-    run_cli,
-    stage_flow,
-    stage_key,
-    stage_task,
-)
+from flows.common import logger, run_cli, stage_flow, stage_key, stage_task
+from flows.stage import DEFAULT_ROOT, stage_dir
 from model.samples import Baselines, EvalSample
 from pipelines.core import storage
 from pipelines.core.errors import UserError
-
-DEFAULT_ROOT = "out/factory"
 
 
 @stage_task(
@@ -105,7 +98,7 @@ def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
 def eval_json_path(storage_root: str, checkpoint: str, instances_dir: str) -> tuple[str, str]:
     weights = storage.sha256(storage.join(checkpoint, "model.safetensors"))
     key = stage_key("evaluate", weights=weights, instances=storage.basename(instances_dir))
-    return storage.join(storage.absolute(storage_root), "evals", key, "eval.json"), weights
+    return storage.join(stage_dir(storage_root, "evals", key), "eval.json"), weights
 
 
 @stage_flow("evaluate")

@@ -8,21 +8,11 @@ TASK_SOURCE: weights hash, task, options), because it is deterministic and costs
 
 from __future__ import annotations
 
-import importlib.util
-
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.common import (
-    logger,
-    run_cli,
-    stage_key,
-    stage_task,
-)
+from flows.common import logger, run_cli, stage_key, stage_task
+from flows.stage import stage_dir
 from pipelines.core import storage
-
-
-def finetune_available() -> bool:
-    return importlib.util.find_spec("model.finetune") is not None
 
 
 @stage_task(
@@ -43,7 +33,7 @@ def finetune_checkpoint(
 def _run(checkpoint: str, task_name: str, storage_root: str, extra_args: list[str]) -> dict:
     weights = storage.sha256(storage.join(checkpoint, "model.safetensors"))
     key = stage_key("finetune", weights=weights, task=task_name, args=list(extra_args))
-    out = storage.join(storage.absolute(storage_root), "finetune", key, "report.json")
+    out = storage.join(stage_dir(storage_root, "finetune", key), "report.json")
     return finetune_checkpoint(checkpoint, weights, task_name, out, list(extra_args))
 
 

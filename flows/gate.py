@@ -4,7 +4,8 @@ is better, and reject it only when they show that it is worse. Pure logic: no Pr
 The old gate compared two numbers per metric against fixed margins, so sampling noise decided: on 500
 test reviews one model's downstream accuracy moves ±4 points between runs. This gate compares the
 per-example results of the two models on the same examples (paired), with tests and intervals from
-model/stats.py. docs/gate.md gives the rules, the defaults and the simulated error rates.
+model/stats.py. docs/gate.md gives the rules, the defaults and the simulated error rates;
+flows/gate_report.py renders a decision for people.
 
 Rules (α = GateConfig.alpha, δ = min_improvement, ε = max_regression):
 - primary, MLM loss: paired per eval sequence; one-sided z-test of H0 "improvement <= δ" (against
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from flows.gate_report import format_p, vs_label
 from model.samples import Baselines, DownstreamSample, EvalSample
 from model.stats import (
     bonferroni,
@@ -122,17 +124,6 @@ class Decision:
         return asdict(self)
 
 
-def format_p(p: float) -> str:
-    """Three significant digits (0.12, 0.0504: never a rounded "0.05" next to α = 0.05), 3e-8 below
-    0.001, "<1e-300" for an underflow."""
-    if p <= 0:
-        return "<1e-300"
-    if p >= 1e-3:
-        return f"{p:.3g}"
-    mantissa, exponent = f"{p:.0e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
 def _finite(x: float) -> float | None:
     """JSON has no inf/NaN: an unbounded interval end becomes None."""
     return float(x) if math.isfinite(x) else None
@@ -156,10 +147,6 @@ def _z_p(excess: float, se: float) -> float:
     if se == 0:
         return 0.0 if excess > 0 else 1.0
     return normal_sf(excess / se) if math.isfinite(se) else 1.0
-
-
-def _vs(kind: str) -> str:
-    return kind.replace("baseline:", "baseline ")
 
 
 # -------------------------------------------------------------------------------------------- tests
@@ -309,7 +296,7 @@ def _primary_reason(row: dict, alpha: float) -> str:
     lo, hi = row["ci95"]
     ci = f"[{lo:+.4f}, {hi:+.4f}]" if lo is not None and hi is not None else "[unbounded]"
     head = (
-        f"mlm_loss {row['candidate']:.4f} vs {_vs(row['reference_kind'])} {row['reference']:.4f}: "
+        f"mlm_loss {row['candidate']:.4f} vs {vs_label(row['reference_kind'])} {row['reference']:.4f}: "
         f"improvement {row['delta']:+.4f} nats {ci}, p={format_p(row['p_value'])}"
     )
     if row["ok"]:
@@ -321,7 +308,7 @@ def _secondary_reason(row: dict, alpha: float, correction: str, m: int, eps: flo
     task = f" ({row['task']})" if "task" in row else ""
     lo, hi = row["ci95"]
     adjusted = f"; {correction.capitalize()}-adjusted over {m} secondaries" if m > 1 else ""
-    values = f"{row['candidate']:.3f} vs {_vs(row['reference_kind'])} {row['reference']:.3f}"
+    values = f"{row['candidate']:.3f} vs {vs_label(row['reference_kind'])} {row['reference']:.3f}"
     head = f"{row['metric']}{task} {values}: change {row['delta']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
     p = f"p={format_p(row['p_value'])}"
     margin = f" beyond ε={eps:g}" if eps else ""
@@ -400,56 +387,3 @@ def decide(
     lines = [_primary_reason(primary, gate.alpha)]
     lines += [_secondary_reason(r, gate.alpha, gate.correction, len(secondary), eps) for r in secondary]
     return Decision(all(c["ok"] for c in checks), lines + reasons, checks, info, gate.to_dict())
-
-
-# ---------------------------------------------------------------------------------------- markdown
-
-
-def _cell(x: float | None, digits: int) -> str:
-    return "-" if x is None else f"{x:+.{digits}f}"
-
-
-def decision_table_markdown(decision: Decision | dict) -> str:
-    """The decision as a markdown table: every test with its estimate, 95% interval and p-value, then
-    the rule in one sentence and the reasons. Accepts a Decision or its to_dict()."""
-    d = decision.to_dict() if isinstance(decision, Decision) else decision
-    gate = d.get("gate") or {}
-    alpha = gate.get("alpha", 0.05)
-    lines = [
-        f"Gate: **{'pass' if d['promote'] else 'fail'}**",
-        "",
-        "| role | metric | candidate | reference | change (+ = candidate better) | 95% CI | p | threshold "
-        "| test | ok |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in [*d["checks"], *d.get("info", [])]:
-        digits = 4 if c["metric"] == PRIMARY else 3
-        metric = c["metric"] + (f" ({c['task']})" if c.get("task") else "")
-        p = format_p(c["p_value"])
-        if c["p_value"] != c.get("p_raw", c["p_value"]):
-            p += f" (raw {format_p(c['p_raw'])})"
-        lo, hi = c["ci95"]
-        ok = {True: "yes", False: "**NO**", None: "(info)"}[c["ok"]]
-        cells = [
-            c["role"],
-            metric,
-            f"{c['candidate']:.{digits}f}",
-            f"{c['reference']:.{digits}f} {_vs(c['reference_kind'])}",
-            f"{c['delta']:+.{digits}f}",
-            f"[{_cell(lo, digits)}, {_cell(hi, digits)}]",
-            p,
-            _cell(c["threshold"], digits),
-            c["test"],
-            ok,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    n_secondary = sum(c["role"] == "secondary" for c in d["checks"])
-    adjusted = f", p {gate.get('correction', 'bonferroni')}-adjusted over {n_secondary} secondaries"
-    rule = (
-        "Promote only if the MLM loss improves by more than its threshold significantly"
-        f" (one-sided p < {alpha:g})"
-        " and no secondary metric drops by more than its threshold significantly"
-        f" (one-sided{adjusted if n_secondary > 1 else ''})."
-    )
-    lines += ["", rule, "", "Reasons:", ""] + [f"- {r}" for r in d["reasons"]]
-    return "\n".join(lines)

@@ -35,20 +35,17 @@ from flows.common import (
     stage_flow,
 )
 from flows.evaluate import eval_json_path, eval_samples, evaluate_checkpoint, gate_metrics, metrics_table
-from flows.gate import GateConfig, decide, decision_table_markdown
-from flows.registry import (
-    DEFAULT_MODEL,
-    MODEL_NAME,
-    MODEL_NAME_RULE,
-    Registry,
-    build_lineage,
-    gate_and_promote,
-)
+from flows.gate import GateConfig, decide
+from flows.gate_report import decision_table_markdown
+from flows.lineage import build_lineage
+from flows.promotion import gate_and_promote
+from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
+from flows.stage import DEFAULT_ROOT
 from model.samples import DownstreamSample
 from pipelines.core import storage
 from pipelines.core.errors import UserError
 
-DEFAULT_REGISTRY = "out/factory/registry"
+DEFAULT_REGISTRY = f"{DEFAULT_ROOT}/registry"
 
 
 # How the CLI spells the flow's parameters: what the CLI shows must name options a user can type.

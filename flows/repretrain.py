@@ -16,11 +16,8 @@ from typing import Any
 from flows import preflight
 from flows.build_corpus import DEFAULT_SOURCES, build_corpus
 from flows.build_instances import build_instances
-from flows.common import (
-    logger,
-    stage_flow,
-)
-from flows.finetune import downstream_accuracy, finetune_available
+from flows.common import logger, stage_flow
+from flows.finetune import downstream_accuracy
 from flows.gate import GateConfig
 from flows.params import (
     Backend,
@@ -35,10 +32,9 @@ from flows.params import (
 from flows.pretrain import pretrain
 from flows.promote import promote
 from flows.registry import DEFAULT_MODEL, Registry
+from flows.stage import DEFAULT_ROOT
 from flows.train_vocab import train_vocab
 from pipelines.core import storage
-
-DEFAULT_ROOT = "out/factory"
 
 
 @stage_flow("repretrain")
@@ -189,7 +185,7 @@ def repretrain(
     )
 
     downstream = None
-    if finetune_task and finetune_available():
+    if finetune_task:
         downstream = downstream_accuracy(
             candidate=run["checkpoint"],
             production=production["path"] if production else None,

@@ -6,20 +6,8 @@ spm.vocab, manifest.json). `albert vocab` is the same stage without Prefect.
 
 from __future__ import annotations
 
-from flows.common import (
-    is_complete,
-    logger,
-    output_hashes,
-    read_manifest,
-    run_cli,
-    stage_flow,
-    stage_key,
-    stage_result,
-    stage_task,
-)
-from pipelines.core import storage
-
-DEFAULT_ROOT = "out/factory"
+from flows.common import output_hashes, run_cli, stage_flow, stage_key, stage_task
+from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 
 
 @stage_task("vocab-stage", backoff_factor=10)
@@ -46,23 +34,11 @@ def train_vocab(
         "seed": seed,
     }
     key = stage_key("vocab", corpus=output_hashes(corpus_dir), options=options)
-    out = storage.join(storage.absolute(storage_root), "vocab", key)
-    reused = is_complete(out)
-    if reused:
-        logger().info("vocab %s is up to date: reusing it", out)
-    else:
-        argv = [
-            "--vocab-size",
-            str(vocab_size),
-            "--sample-sentences",
-            str(sample_sentences),
-            "--seed",
-            str(seed),
-        ]
-        if not split_cjk:
-            argv.append("--no-split-cjk")
-        run_vocab_stage.with_options(timeout_seconds=timeout_minutes * 60)(corpus_dir, out, argv)
-    return stage_result("vocab", out, key, reused, counts=read_manifest(out)["counts"])
+    argv = ["--vocab-size", str(vocab_size), "--sample-sentences", str(sample_sentences), "--seed", str(seed)]
+    argv += [] if split_cjk else ["--no-split-cjk"]
+    task = run_vocab_stage.with_options(timeout_seconds=timeout_minutes * 60)
+    done = run_stage("vocab", stage_dir(storage_root, "vocab", key), lambda out: task(corpus_dir, out, argv))
+    return done.result(counts=done.manifest["counts"])
 
 
 if __name__ == "__main__":

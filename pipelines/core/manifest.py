@@ -39,6 +39,17 @@ def code_version() -> str:
             return "unknown"
 
 
+def package_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """{distribution: installed version, or "not installed"}: what a lineage records next to the code."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
 def write_manifest(out_dir: str, stage: str, **fields) -> dict:
     """Write `<out_dir>/manifest.json` (to a temporary name, then renamed where the filesystem can).
 

@@ -39,7 +39,7 @@ def touch_marker(marker_dir: str, note: str = "scheduled") -> str:
 
 def deployment(marker_dir: str, interval_seconds: float):
     """The RunnerDeployment that is served: touch_marker on an interval schedule, the way
-    flows/deploy.py `serve_deployments` builds them (Flow.to_deployment with prefect.schedules)."""
+    flows/deployments.py `serve_deployments` builds them (Flow.to_deployment with prefect.schedules)."""
     from prefect.schedules import Interval
 
     return touch_marker.to_deployment(

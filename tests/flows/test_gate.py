@@ -21,9 +21,8 @@ from flows.gate import (
     EvalSample,
     GateConfig,
     decide,
-    decision_table_markdown,
-    format_p,
 )
+from flows.gate_report import decision_table_markdown, format_p
 from pipelines.core.errors import UserError
 
 ALPHA = 0.05

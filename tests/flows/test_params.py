@@ -106,7 +106,8 @@ def test_the_server_refuses_a_bad_value_for_a_deployment_run():
 
     from prefect.client.orchestration import get_client
 
-    from flows.deploy import apply, ensure_pools, load_specs
+    from flows.deploy import load_specs
+    from flows.deployments import apply, ensure_pools
 
     specs, pools = load_specs()
     ensure_pools(pools, INFRA, log=lambda *_: None)

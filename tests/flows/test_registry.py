@@ -12,13 +12,9 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 
 from flows.gate import Decision
-from flows.registry import (
-    GCSStore,
-    LocalStore,
-    PromotionConflict,
-    Registry,
-    gate_and_promote,
-)
+from flows.promotion import gate_and_promote
+from flows.registry import Registry
+from flows.stores import GCSStore, LocalStore, PromotionConflict
 from pipelines.core.errors import UserError
 
 # The gate's decision is flows/gate.py's business (tests/flows/test_gate.py); here the registry acts on it.

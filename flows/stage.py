@@ -1,0 +1,60 @@
+"""The stage runner of the flows: key -> reuse -> run -> manifest -> result, in one place.
+
+A stage flow computes its key (flows/common.py `stage_key`: the stage, its inputs' content hashes and
+its options), names its folder `<storage_root>/<folder>/<key>/` (`stage_dir`) and hands both to
+`run_stage` with `run`, the call that fills the folder. A folder that holds a manifest.json is
+finished (the manifest is written last) and is reused as is; otherwise `run(stage_dir)` builds it.
+`run` calls the stage's Prefect task (flows/common.py `stage_task`: retries for transient failures
+only, a failure artifact after the last one, a timeout), so what a flow adds is a few lines of
+sequencing:
+
+    key = stage_key("vocab", corpus=output_hashes(corpus_dir), options=options)
+    done = run_stage("vocab", stage_dir(storage_root, "vocab", key), lambda out: vocab_task(out))
+    return done.result(counts=done.manifest["counts"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flows.common import is_complete, logger, stage_result
+from pipelines.core import storage
+from pipelines.core.manifest import read_manifest
+
+DEFAULT_ROOT = "out/factory"
+"""The storage root of every flow that is given none: stage folders, runs, evaluations, the registry."""
+
+
+def stage_dir(storage_root: str, folder: str, key: str) -> str:
+    """`<storage_root>/<folder>/<key>`, the root made absolute: the folder a stage run writes, and the
+    name a rerun with the same inputs and options finds again."""
+    return storage.join(storage.absolute(storage_root), folder, key)
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """A finished stage folder: built by this run, or reused."""
+
+    stage: str
+    dir: str
+    key: str
+    reused: bool
+    manifest: dict
+
+    def result(self, **extra: Any) -> dict:
+        """What a stage flow returns: {"stage", "dir", "key", "reused", **extra}."""
+        return stage_result(self.stage, self.dir, self.key, self.reused, **extra)
+
+
+def run_stage(stage: str, out: str, run: Callable[[str], object]) -> StageRun:
+    """Reuse the finished folder `out` of `stage`, or build it with `run(out)`, which must leave a
+    manifest.json there (written last); then read that manifest. The key is the folder's name."""
+    reused = is_complete(out)
+    if reused:
+        logger().info("%s %s is up to date (same inputs and options): reusing it", stage, out)
+    else:
+        logger().info("%s: building %s", stage, out)
+        run(out)
+    return StageRun(stage, out, storage.basename(out), reused, read_manifest(out))
