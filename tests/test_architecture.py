@@ -58,7 +58,11 @@ def test_the_shared_core_imports_no_framework():
     forbidden = {"apache_beam", "torch", "prefect", "tensorflow", "model", "flows"}
     heavy = {p: sorted(_imported_roots(p) & forbidden) for p in _tracked("pipelines/core")}
     assert not {p: b for p, b in heavy.items() if b}
-    assert not [p for p in _tracked("pipelines/core") if any(n.startswith("pipelines.") and not n.startswith("pipelines.core") for n in _imports(p))]
+    assert not [
+        p
+        for p in _tracked("pipelines/core")
+        if any(n.startswith("pipelines.") and not n.startswith("pipelines.core") for n in _imports(p))
+    ]
 
 
 def test_every_product_module_is_small():

@@ -54,14 +54,7 @@ def test_save_load_round_trip_keeps_weights_and_ties(tmp_path, batch):
 
 @pytest.mark.parametrize("sharing", ["attention", "ffn", "none"])
 def test_partial_sharing_round_trip(tmp_path, sharing, batch):
-    config = AlbertConfig.from_preset(
-        "tiny",
-        vocab_size=VOCAB,
-        hidden_size=16,
-        embedding_size=8,
-        num_attention_heads=2,
-        intermediate_size=32,
-    ).replace(num_hidden_layers=3, num_hidden_groups=3, sharing=sharing)
+    config = tiny_config(num_hidden_layers=3, num_hidden_groups=3, sharing=sharing)
     model = _model(config)
     save_pretrained(model, tmp_path)
     stored = load_file(str(tmp_path / WEIGHTS_NAME))

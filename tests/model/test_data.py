@@ -26,6 +26,7 @@ from pipelines.core.errors import UserError
 from pipelines.core.tfrecord import frame_record
 from pipelines.schema import FEATURES, feature_lengths
 from pipelines.tfexample import encode_examples
+from tests.model.tiny import TINY_MODEL
 
 L, P = 32, 5
 
@@ -258,7 +259,6 @@ def test_batches_are_model_ready(instances_dir):
     # the labels are the tokens of the original text at the masked positions: real predictions only
     assert (batch["masked_lm_ids"][batch["masked_lm_weights"] > 0] > 0).all()
     assert dataclasses.asdict(pos)["next_batch"] == 1
-    model = AlbertForPreTraining(AlbertConfig(vocab_size=3000, hidden_size=32, num_attention_heads=2,
-                                              intermediate_size=64, num_hidden_layers=1, embedding_size=16))  # fmt: skip
+    model = AlbertForPreTraining(AlbertConfig(**{**TINY_MODEL, "vocab_size": 3000, "num_hidden_layers": 1}))
     out = model(**batch)
     assert torch.isfinite(out.loss)

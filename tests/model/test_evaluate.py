@@ -40,7 +40,7 @@ def constant_checkpoint(tmp_path_factory, instances_dir):
     from model.config import AlbertConfig
     from model.convert import save_pretrained
     from pipelines.tokenizer import Tokenizer
-    from tests.model.train_fixtures import TINY_MODEL
+    from tests.model.tiny import TINY_MODEL
 
     vocab = os.path.join(find_instances(instances_dir).vocab_model)
     config = AlbertConfig(**{**TINY_MODEL, "vocab_size": Tokenizer.load(vocab).vocab_size})

@@ -118,7 +118,7 @@ def small_checkpoint(tmp_path_factory, vocab_dir):
     from model.config import AlbertConfig
     from model.convert import save_pretrained
     from pipelines.tokenizer import Tokenizer
-    from tests.model.train_fixtures import TINY_MODEL
+    from tests.model.tiny import TINY_MODEL
 
     spm = os.path.join(vocab_dir, "spm.model")
     config = AlbertConfig(**{**TINY_MODEL, "vocab_size": Tokenizer.load(spm).vocab_size})

@@ -14,7 +14,8 @@ import shutil
 import pytest
 
 from tests.cli import albert, flip_bit, tree, truncate
-from tests.model.train_fixtures import TINY_MODEL, cli_args
+from tests.model.tiny import TINY_MODEL
+from tests.model.train_fixtures import cli_args
 
 STEP = os.path.join("checkpoints", "step-2")
 CHECKSUMS_NAME = "checksums.json"

@@ -1,4 +1,6 @@
-"""Tiny configs and inputs shared by the model tests (hidden 16-32, 2 layers, small vocabulary)."""
+"""The tiny configs and inputs every test shares: `tiny_config()` for unit tests of the model (hidden
+16, vocabulary 64), `TINY_MODEL` for tests that train on real instances (hidden 32, length L; the
+vocabulary size comes from the spm.model)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,17 @@ import torch
 from model.config import AlbertConfig
 
 VOCAB = 64
+L = 64  # sequence length of the training tests' instances
+
+TINY_MODEL = dict(
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=L,
+    classifier_dropout_prob=0.0,
+)
 
 
 def tiny_config(**overrides) -> AlbertConfig:

@@ -10,18 +10,10 @@ import os
 
 import pytest
 
-L, P = 64, 10
-DOCS = 120
+from tests.model.tiny import TINY_MODEL, L
 
-TINY_MODEL = dict(
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=L,
-    classifier_dropout_prob=0.0,
-)
+P = 10
+DOCS = 120
 
 
 def write_instances(
