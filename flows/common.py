@@ -1,5 +1,7 @@
-"""What every flow shares: content-addressed stage folders, running a stage (in process or as its own
-process with its output streamed to the flow logs), the retry policy, failure artifacts.
+"""What every flow shares: content-addressed stage folders, a stage's options object from the flow's
+values and pass-through arguments (`stage_options`: the flows then call the stage's typed function),
+a stage as its own process with its output streamed to the flow logs, the retry policy, failure
+artifacts.
 
 Stage folders. A stage writes `<storage_root>/<stage>/<key>/` where key = sha256 of its input content
 hashes and its options (`stage_key`). A folder that holds a manifest.json is finished and is reused as
