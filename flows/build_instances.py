@@ -8,17 +8,24 @@ infra/prefect.yaml sets ALBERT's values (512 tokens, 77 predictions, dupe factor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefect.artifacts import create_table_artifact
 
-from flows.common import output_hashes, run_cli, stage_flow, stage_key, stage_task
+from flows.common import output_hashes, stage_flow, stage_key, stage_options_and_rest, stage_task
 from flows.params import Runner, WholeWord
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from pipelines.core import storage
 
+if TYPE_CHECKING:
+    from pipelines.instances import InstancesOptions
+
 
 @stage_task("instances-stage", backoff_factor=30)
-def run_instances_stage(argv: list[str]) -> None:
-    run_cli("instances", argv)
+def run_instances_stage(opts: InstancesOptions, beam_args: list[str]) -> None:
+    from pipelines.instances import run_instances  # Beam: imported when the stage runs
+
+    run_instances(opts, beam_args)
 
 
 def instance_stats_artifact(manifest: dict, instances_dir: str) -> list[dict]:
@@ -84,12 +91,26 @@ def build_instances(
     vocab_hash = storage.sha256(storage.join(vocab_dir, "spm.model"))  # a vocab folder or a registry version
     key = stage_key("instances", corpus=output_hashes(corpus_dir), vocab=vocab_hash, options=options)
     out = stage_dir(storage_root, "instances", key)
-    argv = ["--corpus", corpus_dir, "--vocab", vocab_dir, "--out", out, "--runner", runner]
-    argv += ["--max-dead-letter-fraction", str(max_dead_letter_fraction)]
-    for name, value in options.items():
-        argv += ["--" + name.replace("_", "-"), str(value)]
     task = run_instances_stage.with_options(timeout_seconds=timeout_minutes * 60)
-    done = run_stage("instances", out, lambda _: task(argv + list(beam_args)))
+
+    def build(out: str) -> None:
+        from pipelines.instances import InstancesOptions
+
+        # beam_args as `albert instances` reads them: Beam's options, and instance options over the flow's.
+        opts, rest = stage_options_and_rest(
+            "instances",
+            InstancesOptions,
+            beam_args,
+            corpus=corpus_dir,
+            vocab=vocab_dir,
+            out=out,
+            runner=runner,
+            max_dead_letter_fraction=max_dead_letter_fraction,
+            **options,
+        )
+        task(opts, rest)
+
+    done = run_stage("instances", out, build)
     instance_stats_artifact(done.manifest, done.dir)
     return done.result(summary=done.manifest["summary"])
 

@@ -1,5 +1,7 @@
-"""What every flow shares: content-addressed stage folders, running a stage (in process or as its own
-process with its output streamed to the flow logs), the retry policy, failure artifacts.
+"""What every flow shares: content-addressed stage folders, a stage's options object from the flow's
+values and pass-through arguments (`stage_options`: the flows then call the stage's typed function),
+a stage as its own process with its output streamed to the flow logs, the retry policy, failure
+artifacts.
 
 Stage folders. A stage writes `<storage_root>/<stage>/<key>/` where key = sha256 of its input content
 hashes and its options (`stage_key`). A folder that holds a manifest.json is finished and is reused as
@@ -22,17 +24,19 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import MISSING
+from typing import Any, TypeVar
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext, TaskRunContext
 
-from pipelines.core import storage
+from pipelines.core import config_cli, storage
 from pipelines.core.errors import UserError
 from pipelines.core.manifest import MANIFEST, read_manifest
 
 KEY_CHARS = 16
+T = TypeVar("T")
 
 # Failures that a retry cannot fix: bad input or a bug. Everything else (I/O, network, a killed
 # worker, a trainer that died with a signal) is retried with exponential backoff.
@@ -100,32 +104,45 @@ class _StageParser(argparse.ArgumentParser):
         raise ArgumentError(f"{self.prog}: {(message or '').strip() or f'exited with status {status}'}")
 
 
-def stage_parser(command: str) -> tuple[argparse.ArgumentParser, Any]:
-    """(the argument parser of `albert COMMAND`, raising ArgumentError on bad arguments; its module)."""
+def stage_options(command: str, cls: type[T], argv: Sequence[str], **known: Any) -> T:
+    """The options (a `cls`) that `albert COMMAND` would run with, given the values the flow sets
+    (`known`, by option name, flat over sections) and then argv, its pass-through arguments, through
+    the command's own generated parser. ArgumentError (a UserError) on arguments it refuses."""
+    options, rest = stage_options_and_rest(command, cls, argv, **known)
+    if rest:  # only a command that passes unknown options on (to Beam) leaves any
+        raise ArgumentError(f"albert {command}: unrecognized arguments: {' '.join(rest)}")
+    return options
+
+
+def stage_options_and_rest(
+    command: str, cls: type[T], argv: Sequence[str], **known: Any
+) -> tuple[T, list[str]]:
+    """stage_options, and the arguments the command leaves to Beam (PASSES_BEAM_ARGS: options it
+    does not define go to Beam's PipelineOptions); [] for the other commands."""
     from flows.cli import command_module
 
+    fields = [f for f, _ in config_cli.leaves(cls)]
+    unknown = sorted(set(known) - {f.name for f in fields})
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no option {unknown[0]!r}")
     module = command_module(command)
     parser = _StageParser(prog=f"albert {command}")
     module.add_arguments(parser)
-    return parser, module
-
-
-def parse_stage_args(command: str, argv: Sequence[str]) -> argparse.Namespace:
-    """Parse argv as `albert COMMAND` would; ArgumentError (a UserError) on bad arguments."""
-    parser, module = stage_parser(command)
+    # The flow's values as the flags that rebuild them, then argv: a pass-through option wins, as a
+    # later flag does on a command line. Required options the flow leaves to argv get a stand-in
+    # value that is left out of the flags.
+    unset = {
+        f.name: None
+        for f in fields
+        if f.name not in known and f.default is MISSING and f.default_factory is MISSING
+    }
+    flags = config_cli.to_argv(config_cli.from_args(cls, {**unset, **known}), skip=tuple(unset))
+    args = [*flags, *argv]
     if getattr(module, "PASSES_BEAM_ARGS", False):
-        args, args.beam_args = parser.parse_known_args(list(argv))
+        parsed, rest = parser.parse_known_args(args)
     else:
-        args = parser.parse_args(list(argv))
-    return args
-
-
-def run_cli(command: str, argv: Sequence[str]) -> int:
-    """Run an `albert` subcommand in this process, exceptions propagating (for retries and hooks),
-    unlike flows.cli.main which turns them into exit codes. Bad arguments raise ArgumentError, never
-    SystemExit."""
-    _, module = stage_parser(command)
-    return int(module.run(parse_stage_args(command, argv)) or 0)
+        parsed, rest = parser.parse_args(args), []
+    return config_cli.from_args(cls, parsed), rest
 
 
 class StageProcessError(RuntimeError):

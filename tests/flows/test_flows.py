@@ -202,12 +202,12 @@ def test_transient_failures_are_retried_and_user_errors_are_not(monkeypatch):
     assert isinstance(delays, list) and delays == sorted(delays) and delays[0] > 0  # exponential backoff
     calls = []
 
-    def flaky(command, argv):
-        calls.append(command)
+    def flaky(opts):
+        calls.append(opts)
         if len(calls) == 1:
             raise ConnectionError("simulated network blip")
 
-    monkeypatch.setattr(tv, "run_cli", flaky)
+    monkeypatch.setattr(tv, "run_vocab", flaky)
     fast = tv.run_vocab_stage.with_options(retry_delay_seconds=0, on_failure=[])
 
     @flow
@@ -216,12 +216,12 @@ def test_transient_failures_are_retried_and_user_errors_are_not(monkeypatch):
 
     assert once() == "COMPLETED" and len(calls) == 2
 
-    def bad_input(command, argv):
-        calls.append(command)
+    def bad_input(opts):
+        calls.append(opts)
         raise UserError("bad option")
 
     calls.clear()
-    monkeypatch.setattr(tv, "run_cli", bad_input)
+    monkeypatch.setattr(tv, "run_vocab", bad_input)
     assert once() == "FAILED" and len(calls) == 1
 
 
@@ -422,9 +422,8 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
 
     right = {"cand": 350, "prod": 400}  # of 500 test examples: 70% vs 80%, 50 discordant pairs
 
-    def fake_finetune(command, argv):
-        assert command == "finetune"
-        ckpt, out = argv[argv.index("--checkpoint") + 1], argv[argv.index("--out") + 1]
+    def fake_finetune(opts):
+        ckpt, out = opts.checkpoint, opts.out
         correct = np.arange(500) < right[os.path.basename(ckpt)]
         acc = float(correct.mean())
         report = {
@@ -434,7 +433,7 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
         }
         storage.write_json(out, report)  # as `albert finetune --out` does (parent folders made)
 
-    monkeypatch.setattr(ft, "run_cli", fake_finetune)
+    monkeypatch.setattr(ft, "run_finetune", fake_finetune)
     for name in right:
         os.makedirs(tmp_path / name)
         (tmp_path / name / "model.safetensors").write_bytes(name.encode())

@@ -144,14 +144,18 @@ def test_a_stage_with_bad_arguments_fails_the_flow_instead_of_crashing_it():
     Now it is a UserError: the run ends Failed, with the reason, and it is not retried."""
     from prefect import flow
 
-    from flows.common import ArgumentError, run_cli
+    from flows.common import ArgumentError, stage_options
+    from model.evaluate import EvaluateOptions
+    from pipelines.instances import InstancesOptions
 
     with pytest.raises(ArgumentError, match="albert instances: .*--vocab"):
-        run_cli("instances", ["--out", "x"])
+        stage_options("instances", InstancesOptions, ["--out", "x"])
 
     @flow
     def bad_stage():
-        run_cli("evaluate", ["--checkpoint", "c", "--instances", "i", "--batch-size", "many"])
+        stage_options(
+            "evaluate", EvaluateOptions, ["--checkpoint", "c", "--instances", "i", "--batch-size", "many"]
+        )
 
     state = bad_stage(return_state=True)
     assert state.is_failed() and not state.is_crashed()
