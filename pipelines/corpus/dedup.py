@@ -47,45 +47,68 @@ class ExactDuplicates(beam.PTransform):
 
 
 def _band_entries(kv, bands: int, rows: int):
+    """(id, signature) -> (band key, id) per band: ids only, a signature does not travel per band."""
     doc_id, sig_bytes = kv
     sig = np.frombuffer(sig_bytes, dtype=np.uint32)
     for key in minhash.band_keys(sig, bands, rows):
-        yield key, (doc_id, sig_bytes)
+        yield key, doc_id
 
 
 BIG_BUCKET = 2000
 
 
-def _bucket_pairs(kv, threshold: float, window: int):
-    """Verified pairs of one LSH bucket. Buckets up to BIG_BUCKET members: sorted by id, each member
-    against its `window` predecessors. Larger ones (thousands of templated stubs sharing a band) are
-    never held: two passes link every member to the smallest id when similar enough."""
+def _bucket_candidates(kv, window: int):
+    """Candidate pairs (a, b), a < b, of one LSH bucket. Buckets up to BIG_BUCKET members: sorted by id,
+    each member with its `window` predecessors. Larger ones (thousands of templated stubs sharing a
+    band) are never held: two passes pair every member with the smallest id."""
     _, members = kv
     size, smallest = 0, None
-    for doc_id, sig in members:  # first pass: size and smallest member
+    for doc_id in members:  # first pass: size and smallest member
         size += 1
-        if smallest is None or doc_id < smallest[0]:
-            smallest = (doc_id, sig)
+        if smallest is None or doc_id < smallest:
+            smallest = doc_id
     if 2 <= size <= BIG_BUCKET:
         Metrics.counter(NS, "lsh/buckets_with_candidates").inc()
-        distinct = sorted({m[0]: m[1] for m in members}.items())
-        decoded = [(i, np.frombuffer(s, dtype=np.uint32)) for i, s in distinct]
-        yield from minhash.similar_pairs(decoded, threshold, window)
+        ids = sorted(set(members))
+        for j in range(1, len(ids)):
+            for i in range(max(0, j - window), j):
+                yield ids[i], ids[j]
     elif size > BIG_BUCKET:
         Metrics.counter(NS, "lsh/big_buckets").inc()
-        head = np.frombuffer(smallest[1], dtype=np.uint32)
-        for doc_id, sig in members:
-            if (
-                doc_id != smallest[0]
-                and minhash.estimate_jaccard(head, np.frombuffer(sig, np.uint32)) >= threshold
-            ):
-                yield smallest[0], doc_id
+        for doc_id in members:
+            if doc_id != smallest:
+                yield smallest, doc_id
+
+
+def _send_first_signature(kv):
+    """At a: (b, (a, signature of a)) for every distinct candidate b of a."""
+    a, grouped = kv
+    sig = next(iter(grouped["sig"]), None)
+    if sig is not None:
+        for b in sorted(set(grouped["pairs"])):
+            yield b, (a, sig)
+
+
+def _verified_edges(kv, threshold: float):
+    """At b: the edges (a, b) whose signatures agree on >= threshold of the permutations."""
+    b, grouped = kv
+    own = next(iter(grouped["sig"]), None)
+    if own is None:
+        return
+    mine = np.frombuffer(own, dtype=np.uint32)
+    for a, sig in grouped["from"]:
+        if minhash.estimate_jaccard(np.frombuffer(sig, dtype=np.uint32), mine) >= threshold:
+            yield a, b
 
 
 class NearDuplicates(beam.PTransform):
     """MinHash LSH: documents sharing a band become candidates, candidates whose signatures agree on
     >= near_dup_threshold of the permutations are linked, linked documents form clusters (connected
-    components) and the smallest id of each cluster survives."""
+    components) and the smallest id of each cluster survives.
+
+    What travels: band entries are (band key, id); each distinct candidate pair meets the two
+    signatures in two joins (a's signature is sent to b, compared there). A signature crosses a
+    shuffle once per join, not once per band."""
 
     def __init__(self, opts: CorpusOptions):
         super().__init__()
@@ -93,13 +116,23 @@ class NearDuplicates(beam.PTransform):
 
     def expand(self, signatures):
         o = self.opts
-        edges = (
+        candidates = (
             signatures
             | "Bands" >> beam.FlatMap(_band_entries, o.minhash_bands, o.minhash_rows)
             | "GroupByBand" >> beam.GroupByKey()
-            | "VerifyPairs" >> beam.FlatMap(_bucket_pairs, o.near_dup_threshold, o.max_bucket_pairs)
-        )  # an edge found in several bands repeats: harmless for components, cheaper than Distinct
-        removed = edges | "Clusters" >> ConnectedComponents(o.cc_rounds)
+            | "Candidates" >> beam.FlatMap(_bucket_candidates, o.max_bucket_pairs)
+        )  # a pair found in several bands repeats; _send_first_signature keeps one
+        edges = (
+            {"sig": signatures, "pairs": candidates}
+            | "JoinFirstSig" >> beam.CoGroupByKey()
+            | "SendFirstSig" >> beam.FlatMap(_send_first_signature)
+        )
+        verified = (
+            {"sig": signatures, "from": edges}
+            | "JoinSecondSig" >> beam.CoGroupByKey()
+            | "Verify" >> beam.FlatMap(_verified_edges, o.near_dup_threshold)
+        )
+        removed = verified | "Clusters" >> ConnectedComponents(o.cc_rounds)
         if o.min_survivor_similarity <= 0:
             return removed
         return {"removed": removed, "sig": signatures} | "CheckSurvivors" >> SurvivorCheck(
@@ -292,3 +325,51 @@ class RepeatedLines(beam.PTransform):
             | "GroupByLine" >> beam.GroupByKey()
             | "LineVerdicts" >> beam.FlatMap(_line_verdicts, self.boilerplate_min_docs)
         )
+
+
+# --- all of it, on fingerprints ------------------------------------------------------------------------------
+
+
+def _not_removed(kv, tag: str):
+    """After CoGroupByKey({tag: values, 'exact': ..., 'near': ...}): the values of ids not removed."""
+    doc_id, grouped = kv
+    removed = any(True for _ in grouped.get("exact", ())) or any(True for _ in grouped.get("near", ()))
+    first = next(iter(grouped[tag]), None)  # one value per id: duplicate ids are settled later
+    if not removed and first is not None:
+        yield doc_id, first
+
+
+def _occurrences(kv):
+    doc_id, keys = kv
+    for key in keys:
+        yield key, doc_id
+
+
+class Deduplicate(beam.PTransform):
+    """{"hashes": (text hash, id), "signatures": (id, signature), "lines": (id, [line hash])} ->
+    (exact, near, line removals): (id, survivor), (id, survivor), (id, (line hash, reason)).
+
+    Near-duplicates are searched among the documents exact dedup kept; repeated lines among the
+    documents both kept. Only fingerprints travel: never a document's text."""
+
+    def __init__(self, opts: CorpusOptions):
+        super().__init__()
+        self.opts = opts
+
+    def expand(self, fingerprints):
+        hashes, sigs, lines = fingerprints["hashes"], fingerprints["signatures"], fingerprints["lines"]
+        exact = hashes | "Exact" >> ExactDuplicates()
+        surviving_sigs = (
+            {"sig": sigs, "exact": exact}
+            | "JoinSigExact" >> beam.CoGroupByKey()
+            | "SigsOfSurvivors" >> beam.FlatMap(_not_removed, "sig")
+        )
+        near = surviving_sigs | "Near" >> NearDuplicates(self.opts)
+        line_removals = (
+            {"lines": lines, "exact": exact, "near": near}
+            | "JoinLinesVerdicts" >> beam.CoGroupByKey()
+            | "LinesOfSurvivors" >> beam.FlatMap(_not_removed, "lines")
+            | "Occurrences" >> beam.FlatMap(_occurrences)
+            | "Repeated" >> RepeatedLines(self.opts.boilerplate_min_docs)
+        )
+        return exact, near, line_removals

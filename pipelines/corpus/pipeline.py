@@ -2,38 +2,44 @@
 
     work items (one per input file)
       | ReadSources        -> raw records (+ reader errors)              split into byte ranges, spread
-      | CleanDocuments     -> (id, cleaned doc) | rejected               wikitext, normalize, filters
-      |   fingerprints     -> (text hash, id), (id, signature), (line hash, id)
-      | ExactDuplicates    -> (id, survivor)
-      | NearDuplicates     -> (id, survivor)                             MinHash LSH + components
-      | RepeatedLines      -> (id, (line hash, reason))                  over the survivors only
-      | Finalize           -> output document | rejected                 join by id, segment
-      | WriteShards        -> docs-NNNNN.jsonl.gz, rejected-NNNNN.jsonl.gz (+ one summary per shard)
+      | CleanDocuments     -> (id, DocRef) | rejected                    wikitext, normalize, filters;
+      |                                                                  the cleaned text to spill files
+      |   fingerprints     -> (text hash, id), (id, signature), (id, [line hash])
+      | Deduplicate        -> exact, near (id, survivor); lines (id, (line hash, reason))   dedup.py
+      | Verdicts           -> (spill file, (position, verdict))          one per document   finalize.py
+      | FinalPass          -> sorted shard pieces | rejected             segment (spill.py)
+      | MergeShards        -> docs-NNNNN-of-MMMMM.jsonl.gz; WriteShards -> rejected-NNNNN-of-MMMMM.jsonl.gz
 
-Shards are chosen by a hash of the id and sorted by id before writing (gzip without timestamps), so a
-rerun over the same inputs and options writes byte-identical files. Counters (namespace `corpus`):
-read/<source>, kept/<source>, dropped/<source>/<reason>, dead_letter/<source>/<reason>,
-lines_removed/<rule>.
+Only ids, hashes, signatures and verdicts travel through shuffles, never a document's text (spill.py
+says why and how). Counters (namespace `corpus`): read/<source>, kept/<source>,
+dropped/<source>/<reason>, dead_letter/<source>/<reason>, lines_removed/<rule>.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import json
-import math
 
 import apache_beam as beam
-import xxhash
 from apache_beam.metrics import Metrics
 
 from pipelines.core import storage
 from pipelines.corpus import clean
-from pipelines.corpus.dedup import NS, ExactDuplicates, NearDuplicates, RepeatedLines
+from pipelines.corpus.dedup import NS, Deduplicate
+from pipelines.corpus.finalize import (
+    PIECES,
+    FinalPass,
+    MergeShards,
+    Verdicts,
+    WriteShards,
+    count_rejected,
+    doc_ref,
+    ref_chars,
+    shard_count_for,
+)
 from pipelines.corpus.normalize import ChineseConverter
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.sources import read_work, split_work
+from pipelines.corpus.spill import SPILL_DIR, SpillWriter
 
 TMP_DIR = "_tmp"
 SUMMARY = "summary.json"
@@ -41,11 +47,6 @@ SUMMARY = "summary.json"
 
 def _count(name: str, n: int = 1) -> None:
     Metrics.counter(NS, name).inc(n)
-
-
-def count_rejected(rec: dict) -> None:
-    kind = "dead_letter" if rec["dead_letter"] else "dropped"
-    _count(f"{kind}/{rec['source']}/{rec['reason']}")
 
 
 # --- read -----------------------------------------------------------------------------------------------
@@ -64,8 +65,11 @@ class _ReadWork(beam.DoFn):
 
 
 class ReadSources(beam.PTransform):
-    """Work items -> raw records and reader errors (see sources.py and readers/). The first Reshuffle
-    spreads the byte ranges of one big file over all workers, the second the records."""
+    """Work items -> raw records and reader errors (see sources.py and readers/). The Reshuffle spreads
+    the byte ranges of the inputs over all workers; records are cleaned where they are read (no
+    shuffle of raw text: what travels through a shuffle is what costs memory on a local runner). A
+    file that cannot be split into ranges (compressed JSON lines, a dump without its multistream
+    index, the bundled sample) is therefore read and cleaned by one worker."""
 
     def __init__(self, items: list[dict], opts: CorpusOptions):
         super().__init__()
@@ -78,9 +82,6 @@ class ReadSources(beam.PTransform):
             | "SplitFiles" >> beam.FlatMap(split_work, self.opts)
             | "Spread" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(_ReadWork(self.opts))
-            # Records are spread again: cleaning (wikitext parsing above all) costs far more than
-            # reading, and one file (or the sample) must not be cleaned by the worker that read it.
-            | "SpreadRecords" >> beam.Reshuffle()
         )
 
 
@@ -90,15 +91,23 @@ DOCS, REJECTED, HASHES, SIGNATURES, LINES = "docs", "rejected", "hashes", "signa
 
 
 class _Clean(beam.DoFn):
-    """Raw record -> main output (id, cleaned doc) plus tagged fingerprints; rejects and dead letters
-    to REJECTED. An exception on one record dead-letters that record; the pipeline goes on."""
+    """Raw record -> main output (id, DocRef) plus tagged fingerprints; rejects and dead letters to
+    REJECTED. The cleaned document itself goes to a spill file (spill.py), not downstream. An
+    exception on one record dead-letters that record; the pipeline goes on."""
 
-    def __init__(self, opts: CorpusOptions):
-        self.opts = opts
+    def __init__(self, opts: CorpusOptions, spill_dir: str):
+        self.opts, self.spill_dir = opts, spill_dir
         self.convert = None
+        self.spill = None
 
     def setup(self):
         self.convert = ChineseConverter(self.opts.opencc) if self.opts.opencc != "off" else None
+
+    def start_bundle(self):
+        self.spill = SpillWriter(self.spill_dir)
+
+    def finish_bundle(self):
+        self.spill.close()  # before the bundle's outputs (the handles) are committed
 
     def process(self, record):
         if "error" in record:
@@ -122,7 +131,9 @@ class _Clean(beam.DoFn):
                 _count(f"lines_removed/{rule}", n)
             if verdict == "doc":
                 text_hash, sig, line_keys = fingerprints
-                yield doc["id"], doc
+                name, index = self.spill.add(doc)
+                chars = sum(len(line) for line in doc["lines"])
+                yield doc["id"], doc_ref(text_hash, doc["title"], doc["where"], name, index, chars)
                 yield beam.pvalue.TaggedOutput(HASHES, (text_hash, doc["id"]))
                 yield beam.pvalue.TaggedOutput(SIGNATURES, (doc["id"], sig))
                 yield beam.pvalue.TaggedOutput(LINES, (doc["id"], line_keys))
@@ -133,194 +144,56 @@ class _Clean(beam.DoFn):
 
 
 class CleanDocuments(beam.PTransform):
-    """Raw records -> DoOutputsTuple: main (id, doc), REJECTED, HASHES, SIGNATURES, LINES."""
+    """Raw records -> DoOutputsTuple: main (id, DocRef), REJECTED, HASHES, SIGNATURES, LINES; the cleaned
+    documents are in spill files under `spill_dir`."""
 
-    def __init__(self, opts: CorpusOptions):
+    def __init__(self, opts: CorpusOptions, spill_dir: str):
         super().__init__()
-        self.opts = opts
+        self.opts, self.spill_dir = opts, spill_dir
 
     def expand(self, records):
-        return records | "Clean" >> beam.ParDo(_Clean(self.opts)).with_outputs(
+        return records | "Clean" >> beam.ParDo(_Clean(self.opts, self.spill_dir)).with_outputs(
             REJECTED, HASHES, SIGNATURES, LINES, main=DOCS
         )
 
 
-# --- dedup and finalize -----------------------------------------------------------------------------------
-
-
-def _not_removed(kv, tag: str):
-    """After CoGroupByKey({tag: values, 'exact': ..., 'near': ...}): the values of ids not removed."""
-    doc_id, grouped = kv
-    removed = any(True for _ in grouped.get("exact", ())) or any(True for _ in grouped.get("near", ()))
-    first = next(iter(grouped[tag]), None)  # one value per id: duplicate ids are settled in Finalize
-    if not removed and first is not None:
-        yield doc_id, first
-
-
-def _occurrences(kv):
-    doc_id, keys = kv
-    for key in keys:
-        yield key, doc_id
-
-
-class _Finalize(beam.DoFn):
-    def __init__(self, opts: CorpusOptions):
-        self.opts = opts
-
-    def process(self, kv):
-        _, grouped = kv
-        docs = list(grouped["doc"])
-        if docs:  # (verdicts always come with their doc; an id without one has nothing to write)
-            yield from self._finalize(docs, grouped)
-
-    def _finalize(self, docs, grouped):
-        exact = min(grouped["exact"], default=None)
-        near = min(grouped["near"], default=None)
-        removals = set(grouped["lines"])
-        kept, dropped, removed = clean.finalize_document(docs, exact, near, removals, self.opts)
-        for rule, n in removed.items():
-            _count(f"lines_removed/{rule}", n)
-        for rec in dropped:
-            count_rejected(rec)
-            yield beam.pvalue.TaggedOutput(REJECTED, rec)
-        yield from kept
-
-
-class Deduplicate(beam.PTransform):
-    """{DOCS, HASHES, SIGNATURES, LINES} of CleanDocuments -> (kept output documents, rejected)."""
-
-    def __init__(self, opts: CorpusOptions):
-        super().__init__()
-        self.opts = opts
-
-    def expand(self, cleaned):
-        docs, hashes, sigs, lines = cleaned[DOCS], cleaned[HASHES], cleaned[SIGNATURES], cleaned[LINES]
-        exact = hashes | "Exact" >> ExactDuplicates()
-        surviving_sigs = (
-            {"sig": sigs, "exact": exact}
-            | "JoinSigExact" >> beam.CoGroupByKey()
-            | "SigsOfSurvivors" >> beam.FlatMap(_not_removed, "sig")
-        )
-        near = surviving_sigs | "Near" >> NearDuplicates(self.opts)
-        line_removals = (
-            {"lines": lines, "exact": exact, "near": near}
-            | "JoinLinesVerdicts" >> beam.CoGroupByKey()
-            | "LinesOfSurvivors" >> beam.FlatMap(_not_removed, "lines")
-            | "Occurrences" >> beam.FlatMap(_occurrences)
-            | "Repeated" >> RepeatedLines(self.opts.boilerplate_min_docs)
-        )
-        final = (
-            {"doc": docs, "exact": exact, "near": near, "lines": line_removals}
-            | "JoinById" >> beam.CoGroupByKey()
-            | "Finalize" >> beam.ParDo(_Finalize(self.opts)).with_outputs(REJECTED, main=DOCS)
-        )
-        return final[DOCS], final[REJECTED]
-
-
-# --- output -------------------------------------------------------------------------------------------------
-
-
-def shard_of(doc_id, n: int) -> int:
-    return xxhash.xxh64_intdigest(str(doc_id).encode("utf-8")) % n
-
-
-def dumps(record: dict) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-
-
-def shard_name(prefix: str, index: int, count: int) -> str:
-    return f"{prefix}-{index:05d}-of-{count:05d}.jsonl.gz"
-
-
-class _WriteShard(beam.DoFn):
-    """(shard, [record | None]) -> writes one gzip JSON-lines file sorted by id; yields its summary."""
-
-    def __init__(self, out_dir: str, prefix: str):
-        self.out_dir, self.prefix = out_dir, prefix
-
-    def process(self, kv, count):
-        index, records = kv
-        records = sorted((r for r in records if r is not None), key=lambda r: (str(r["id"]), dumps(r)))
-        buf = io.BytesIO()
-        # mtime=0 and no file name in the header: identical content gives identical bytes.
-        with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
-            for r in records:
-                gz.write(dumps(r).encode("utf-8") + b"\n")
-        data = buf.getvalue()
-        name = shard_name(self.prefix, index, count)
-        path = storage.join(self.out_dir, name)
-        storage.write_bytes(path, data)  # appears whole: a renamed temporary file, or one upload
-        by_key: dict[str, int] = {}
-        for r in records:
-            if self.prefix == "docs":
-                key = f"kept/{r['source']}"
-                _count(key)
-            else:
-                key = f"{'dead_letter' if r['dead_letter'] else 'dropped'}/{r['source']}/{r['reason']}"
-            by_key[key] = by_key.get(key, 0) + 1
-        yield {
-            "file": name,
-            "records": len(records),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "bytes": len(data),
-            "counts": by_key,
-        }
-
-
-class WriteShards(beam.PTransform):
-    """Records -> `<prefix>-NNNNN-of-MMMMM.jsonl.gz`; M from `fixed` or from the total `size_fn` over
-    `per_shard` (every shard file is written, empty ones too). Output: one summary dict per shard."""
-
-    def __init__(self, out_dir: str, prefix: str, per_shard: int, size_fn, fixed: int = 0):
-        super().__init__()
-        self.out_dir, self.prefix, self.per_shard, self.size_fn, self.fixed = (
-            out_dir,
-            prefix,
-            per_shard,
-            size_fn,
-            fixed,
-        )
-
-    def expand(self, records):
-        per_shard, fixed = self.per_shard, self.fixed
-        count = (
-            records
-            | "Size" >> beam.Map(self.size_fn)
-            | "Total" >> beam.CombineGlobally(sum)
-            | "ShardCount" >> beam.Map(lambda total: fixed or max(1, math.ceil(total / per_shard)))
-        )
-        count_si = beam.pvalue.AsSingleton(count)
-        keyed = records | "Key" >> beam.Map(lambda r, n: (shard_of(r["id"], n), r), n=count_si)
-        markers = count | "EveryShard" >> beam.FlatMap(lambda n: [(i, None) for i in range(n)])
-        return (
-            (keyed, markers)
-            | "WithMarkers" >> beam.Flatten()
-            | "GroupByShard" >> beam.GroupByKey()
-            | "Write" >> beam.ParDo(_WriteShard(self.out_dir, self.prefix), count=count_si)
-        )
-
-
-def _doc_chars(doc: dict) -> int:
-    return sum(len(s) for s in doc["sentences"])
-
-
-def _write_summary(summaries: list[dict], out_dir: str) -> str:
-    path = storage.join(out_dir, TMP_DIR, SUMMARY)
-    storage.write_text(path, json.dumps(sorted(summaries, key=lambda s: s["file"]), ensure_ascii=False))
-    return path
+# --- the whole stage ------------------------------------------------------------------------------------------
 
 
 def build_pipeline(p: beam.Pipeline, items: list[dict], out_dir: str, opts: CorpusOptions) -> None:
     """Add the whole corpus stage to pipeline `p`."""
     records = p | "ReadSources" >> ReadSources(items, opts)
-    cleaned = records | "CleanDocuments" >> CleanDocuments(opts)
-    kept, dedup_rejected = {tag: cleaned[tag] for tag in (DOCS, HASHES, SIGNATURES, LINES)} | (
-        "Deduplicate" >> Deduplicate(opts)
+    spill_dir = storage.join(out_dir, TMP_DIR, SPILL_DIR)
+    cleaned = records | "CleanDocuments" >> CleanDocuments(opts, spill_dir)
+    finish_stage(cleaned, out_dir, opts)
+
+
+def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
+    """CleanDocuments' outputs (its spill files under out_dir/_tmp/spill) -> the stage's shards and
+    out_dir/_tmp/summary.json.
+
+        fingerprints | Deduplicate     -> exact, near (id, survivor); lines (id, (line hash, reason))
+        DocRefs + those | Verdicts     -> (spill file, (position, verdict))       one per document
+        | FinalPass                    -> sorted shard pieces (files) | rejected
+        pieces | MergeShards           -> docs-NNNNN-of-MMMMM.jsonl.gz (+ one summary per shard)
+    """
+    tmp = storage.join(out_dir, TMP_DIR)
+    refs = cleaned[DOCS]
+    fingerprints = {tag: cleaned[tag] for tag in (HASHES, SIGNATURES, LINES)}
+    exact, near, line_removals = fingerprints | "Deduplicate" >> Deduplicate(opts)
+    # Shard count from the characters cleaned (before dedup): known before the final pass, so the
+    # final pass writes each kept document straight into its shard's piece.
+    shard_count = (
+        refs
+        | "Chars" >> beam.Map(ref_chars)
+        | "TotalChars" >> beam.CombineGlobally(sum)
+        | "ShardCount" >> beam.Map(shard_count_for, opts.shard_chars, opts.shards)
     )
-    rejected = (cleaned[REJECTED], dedup_rejected) | "AllRejected" >> beam.Flatten()
-    doc_summaries = kept | "WriteDocs" >> WriteShards(
-        out_dir, "docs", opts.shard_chars, _doc_chars, opts.shards
-    )
+    verdicts = {"ref": refs, "exact": exact, "near": near, "lines": line_removals} | "Verdicts" >> Verdicts()
+    spill_dir = storage.join(tmp, SPILL_DIR)
+    final = verdicts | "FinalPass" >> FinalPass(opts, spill_dir, tmp, beam.pvalue.AsSingleton(shard_count))
+    doc_summaries = final[PIECES] | "WriteDocs" >> MergeShards(out_dir, shard_count)
+    rejected = (cleaned[REJECTED], final[REJECTED]) | "AllRejected" >> beam.Flatten()
     rej_summaries = rejected | "WriteRejected" >> WriteShards(
         out_dir, "rejected", opts.rejected_shard_records, lambda r: 1
     )
@@ -330,3 +203,9 @@ def build_pipeline(p: beam.Pipeline, items: list[dict], out_dir: str, opts: Corp
         | "CollectSummaries" >> beam.combiners.ToList()
         | "WriteSummary" >> beam.Map(_write_summary, out_dir)
     )
+
+
+def _write_summary(summaries: list[dict], out_dir: str) -> str:
+    path = storage.join(out_dir, TMP_DIR, SUMMARY)
+    storage.write_text(path, json.dumps(sorted(summaries, key=lambda s: s["file"]), ensure_ascii=False))
+    return path

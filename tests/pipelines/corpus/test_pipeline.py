@@ -8,6 +8,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipelines.corpus import finalize
 from pipelines.corpus import pipeline as cp
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.sources import plan_sources
@@ -40,7 +41,7 @@ def test_read_sources_spreads_multistream_ranges(tmp_path):
         assert_that(ids, equal_to([f"zhwiki:{i}" for i in range(1, 251)]))
 
 
-def test_clean_documents_tags_outputs_and_dead_letters_failures():
+def test_clean_documents_tags_outputs_and_dead_letters_failures(tmp_path):
     records = [
         _raw("text:good", BODY),
         _raw("text:short", "太短。"),
@@ -48,7 +49,7 @@ def test_clean_documents_tags_outputs_and_dead_letters_failures():
         {"source": "text", "id": "text:broken", "markup": "plain", "where": "f:9"},  # no "text": raises
     ]
     with BeamTestPipeline(argv=ARGS) as p:
-        out = p | beam.Create(records) | cp.CleanDocuments(OPTS)
+        out = p | beam.Create(records) | cp.CleanDocuments(OPTS, str(tmp_path / "spill"))
         assert_that(out[cp.DOCS] | "ids" >> beam.Keys(), equal_to(["text:good"]), label="docs")
         assert_that(out[cp.HASHES] | "hv" >> beam.Values(), equal_to(["text:good"]), label="hashes")
         assert_that(out[cp.SIGNATURES] | "sk" >> beam.Keys(), equal_to(["text:good"]), label="sigs")
@@ -63,9 +64,31 @@ def test_clean_documents_tags_outputs_and_dead_letters_failures():
             ),
             label="rejected",
         )
+    # the document's text went to a spill file, and its reference points at it
+    (spill,) = os.listdir(tmp_path / "spill")
+    (doc,) = [json.loads(line) for line in open(tmp_path / "spill" / spill, encoding="utf-8")]
+    assert doc["id"] == "text:good" and doc["lines"] == [BODY]
 
 
-def test_deduplicate_end_to_end_on_documents():
+def _run_stage_on(records, out_dir, opts=OPTS):
+    """The whole stage from raw records (build_pipeline after ReadSources): kept docs, rejected."""
+    tmp = os.path.join(out_dir, cp.TMP_DIR)
+    with BeamTestPipeline(argv=ARGS) as p:
+        cleaned = p | beam.Create(records) | cp.CleanDocuments(opts, os.path.join(tmp, "spill"))
+        cp.finish_stage(cleaned, out_dir, opts)
+
+    def read(prefix):
+        return [
+            json.loads(line)
+            for name in sorted(os.listdir(out_dir))
+            if name.startswith(prefix)
+            for line in gzip.open(os.path.join(out_dir, name), "rt", encoding="utf-8")
+        ]
+
+    return read("docs-"), read("rejected-")
+
+
+def test_deduplicate_end_to_end_on_documents(tmp_path):
     other = "上海今天举行了国际电影节开幕式，来自世界各地的电影人齐聚一堂，共同庆祝电影艺术的发展。"
     boiler = "本栏目由本报记者综合报道整理"
     records = [
@@ -77,28 +100,33 @@ def test_deduplicate_end_to_end_on_documents():
             "广州的早茶文化历史悠久，虾饺、烧卖和肠粉深受食客喜爱，每到周末茶楼里座无虚席。\n" + boiler,
         ),
     ]
-    with BeamTestPipeline(argv=ARGS) as p:
-        cleaned = p | beam.Create(records) | cp.CleanDocuments(OPTS)
-        kept, rejected = {
-            t: cleaned[t] for t in (cp.DOCS, cp.HASHES, cp.SIGNATURES, cp.LINES)
-        } | cp.Deduplicate(OPTS)
-        # the boilerplate line (in 3 surviving documents) is gone from all of them, which leaves
-        # text:d under min_chars
-        assert_that(
-            kept | beam.Map(lambda d: (d["id"], any("本栏目" in s for s in d["sentences"]))),
-            equal_to([("text:a", False), ("text:c", False)]),
-            label="kept",
-        )
-        assert_that(
-            rejected | beam.Map(lambda r: (r["id"], r["reason"], r["detail"])),
-            equal_to(
-                [
-                    ("text:b", "exact_duplicate", "duplicate of text:a"),
-                    ("text:d", "too_short_after_line_dedup", ""),
-                ]
-            ),
-            label="rejected",
-        )
+    kept, rejected = _run_stage_on(records, str(tmp_path / "out"))
+    # the boilerplate line (in 3 surviving documents) is gone from all of them, which leaves
+    # text:d under min_chars
+    assert [(d["id"], any("本栏目" in s for s in d["sentences"])) for d in kept] == [
+        ("text:a", False),
+        ("text:c", False),
+    ]
+    assert sorted((r["id"], r["reason"], r["detail"]) for r in rejected) == [
+        ("text:b", "exact_duplicate", "duplicate of text:a"),
+        ("text:d", "too_short_after_line_dedup", ""),
+    ]
+
+
+def test_duplicate_ids_keep_one_document(tmp_path):
+    """Two records under one id: the same text is an exact duplicate, another text a duplicate id;
+    one document is kept whichever order they come in, and no text is lost from the accounting."""
+    other = "上海今天举行了国际电影节开幕式，来自世界各地的电影人齐聚一堂，共同庆祝电影艺术的发展。"
+    records = [
+        {**_raw("text:x", BODY), "where": "f:1"},
+        {**_raw("text:x", BODY), "where": "f:2"},
+        {**_raw("text:x", other + "\n" + other[::-1]), "where": "f:3"},
+    ]
+    results = [_run_stage_on(rs, str(tmp_path / f"o{i}")) for i, rs in enumerate((records, records[::-1]))]
+    assert results[0] == results[1]
+    kept, rejected = results[0]
+    assert [d["id"] for d in kept] == ["text:x"]
+    assert sorted(r["reason"] for r in rejected) == ["duplicate_id", "exact_duplicate"]
 
 
 def test_write_shards_sorted_by_id_deterministic_and_complete(tmp_path):
@@ -113,7 +141,7 @@ def test_write_shards_sorted_by_id_deterministic_and_complete(tmp_path):
             _ = (
                 p
                 | beam.Create(docs[:: 1 if run == 0 else -1])
-                | cp.WriteShards(out_dir, "docs", 100, cp._doc_chars)
+                | finalize.WriteShards(out_dir, "docs", 100, lambda d: sum(map(len, d["sentences"])))
             )
         outs.append(out_dir)
     files = sorted(f for f in os.listdir(outs[0]) if f.startswith("docs-"))

@@ -1,0 +1,284 @@
+"""The end of the corpus stage: every document's verdict, the final pass over the spill files, and the
+sharded output.
+
+PCollection shapes (id: document id str; DocRef: see `doc_ref`):
+
+    Verdicts:     {"ref": (id, DocRef), "exact": (id, survivor), "near": (id, survivor),
+                   "lines": (id, (line hash, reason))}  -> (spill file, (position, verdict))
+    FinalPass:    (spill file, [(position, verdict)])   -> PIECES (shard, piece path) | REJECTED record
+    MergeShards:  (shard, piece path)                   -> one summary dict per docs shard written
+    WriteShards:  records (rejected)                    -> one summary dict per shard written
+
+A verdict is ("keep", exact survivor | None, near survivor | None, [(line hash, reason)]) for the one
+document kept under its id, or (reason, detail) for the other documents of the same id.
+
+Shards are chosen by a hash of the id and sorted by id (gzip without timestamps), so a rerun over the
+same inputs and options writes byte-identical files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+
+import apache_beam as beam
+import xxhash
+from apache_beam.metrics import Metrics
+
+from pipelines.core import storage
+from pipelines.corpus import clean
+from pipelines.corpus.dedup import NS
+from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.spill import dumps, merge_pieces, piece_path, read_spill, write_piece
+
+PIECES, REJECTED = "pieces", "rejected"
+
+
+def _count(name: str, n: int = 1) -> None:
+    Metrics.counter(NS, name).inc(n)
+
+
+def count_rejected(rec: dict) -> None:
+    kind = "dead_letter" if rec["dead_letter"] else "dropped"
+    _count(f"{kind}/{rec['source']}/{rec['reason']}")
+
+
+def doc_ref(text_hash: str, title: str, where: str, spill: str, position: int, chars: int) -> tuple:
+    """What travels for a cleaned document instead of its text: a plain tuple (cheap to encode).
+    chars (characters of its cleaned lines) sizes the output shards."""
+    return (text_hash, title, where, spill, position, chars)
+
+
+def ref_chars(kv) -> int:
+    return kv[1][5]
+
+
+def shard_of(doc_id, n: int) -> int:
+    return xxhash.xxh64_intdigest(str(doc_id).encode("utf-8")) % n
+
+
+def shard_name(prefix: str, index: int, count: int) -> str:
+    return f"{prefix}-{index:05d}-of-{count:05d}.jsonl.gz"
+
+
+def shard_count_for(total: int, per_shard: int, fixed: int = 0) -> int:
+    return fixed or max(1, math.ceil(total / per_shard))
+
+
+# --- verdicts -------------------------------------------------------------------------------------------------
+
+
+def _verdicts_of_id(kv):
+    """All documents cleaned under one id -> (spill file, (position, verdict)) for each. Several
+    documents under one id keep one, the first in (text hash, title, where) order; the others are
+    exact duplicates (same text) or duplicate ids (other text)."""
+    doc_id, grouped = kv
+    refs = sorted(grouped["ref"], key=lambda r: r[:5])
+    if not refs:  # (verdicts always come with a document; an id without one has nothing to write)
+        return
+    first = refs[0]
+    for other in refs[1:]:
+        reason = "exact_duplicate" if other[0] == first[0] else "duplicate_id"
+        yield other[3], (other[4], (reason, f"duplicate of {doc_id}"))
+    exact = min(grouped["exact"], default=None)
+    near = min(grouped["near"], default=None)
+    removals = sorted(set(grouped["lines"]))
+    yield first[3], (first[4], ("keep", exact, near, removals))
+
+
+class Verdicts(beam.PTransform):
+    def expand(self, inputs):
+        return inputs | "JoinById" >> beam.CoGroupByKey() | "PerDocument" >> beam.FlatMap(_verdicts_of_id)
+
+
+# --- the final pass ----------------------------------------------------------------------------------------
+
+
+class _FinalPass(beam.DoFn):
+    """One spill file and its documents' verdicts -> one sorted piece per shard it has documents for
+    (written), plus the records rejected here. Memory: one spill file's kept documents."""
+
+    def __init__(self, opts: CorpusOptions, spill_dir: str, tmp_dir: str):
+        self.opts, self.spill_dir, self.tmp_dir = opts, spill_dir, tmp_dir
+
+    def process(self, kv, count):
+        name, verdicts = kv
+        verdicts = dict(verdicts)
+        by_shard: dict[int, list[tuple[str, str]]] = {}
+        for position, doc in enumerate(read_spill(self.spill_dir, name)):
+            verdict = verdicts.pop(position, None)
+            if verdict is None:
+                raise RuntimeError(f"spill file {name}: document {position} has no verdict")
+            if verdict[0] == "keep":
+                _, exact, near, removals = verdict
+                kept, dropped, removed = clean.finalize_document(
+                    [doc], exact, near, {tuple(r) for r in removals}, self.opts
+                )
+                for rule, n in removed.items():
+                    _count(f"lines_removed/{rule}", n)
+            else:
+                kept, dropped = [], [clean.rejected(doc, verdict[0], "dedup", verdict[1])]
+            for rec in dropped:
+                count_rejected(rec)
+                yield beam.pvalue.TaggedOutput(REJECTED, rec)
+            for out in kept:
+                by_shard.setdefault(shard_of(out["id"], count), []).append((str(out["id"]), dumps(out)))
+        if verdicts:
+            raise RuntimeError(f"spill file {name}: verdicts for {len(verdicts)} documents it does not hold")
+        for shard, lines in sorted(by_shard.items()):
+            lines.sort()
+            path = piece_path(self.tmp_dir, "docs", shard, name)
+            write_piece(path, [line for _, line in lines])
+            yield shard, path
+
+
+class FinalPass(beam.PTransform):
+    def __init__(self, opts: CorpusOptions, spill_dir: str, tmp_dir: str, count_si):
+        super().__init__()
+        self.opts, self.spill_dir, self.tmp_dir, self.count_si = opts, spill_dir, tmp_dir, count_si
+
+    def expand(self, verdicts):
+        return (
+            verdicts
+            | "GroupBySpillFile" >> beam.GroupByKey()
+            | "Finalize"
+            >> beam.ParDo(
+                _FinalPass(self.opts, self.spill_dir, self.tmp_dir), count=self.count_si
+            ).with_outputs(REJECTED, main=PIECES)
+        )
+
+
+# --- output --------------------------------------------------------------------------------------------------
+
+
+def _gzip_lines(lines, each=None) -> bytes:
+    """Lines -> gzip bytes (mtime 0, no file name: identical content gives identical bytes); `each`
+    is called with every line."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+        for line in lines:
+            gz.write(line.encode("utf-8") + b"\n")
+            if each:
+                each(line)
+    return buf.getvalue()
+
+
+def _summary_key(prefix: str, r: dict) -> str:
+    if prefix == "docs":
+        return f"kept/{r['source']}"
+    return f"{'dead_letter' if r['dead_letter'] else 'dropped'}/{r['source']}/{r['reason']}"
+
+
+def _write_shard(
+    out_dir: str, prefix: str, index: int, count: int, data: bytes, records: int, by_key
+) -> dict:
+    name = shard_name(prefix, index, count)
+    storage.write_bytes(storage.join(out_dir, name), data)  # appears whole: renamed temp file or one upload
+    return {
+        "file": name,
+        "records": records,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "counts": by_key,
+    }
+
+
+class _MergeShard(beam.DoFn):
+    """(shard, [piece path | None]) -> the shard's gzip JSON-lines file, a streaming merge of its
+    sorted pieces; yields its summary. Memory: the compressed shard, one line per piece."""
+
+    def __init__(self, out_dir: str):
+        self.out_dir = out_dir
+
+    def process(self, kv, count):
+        index, paths = kv
+        by_key: dict[str, int] = {}
+
+        def tally(line: str) -> None:
+            key = _summary_key("docs", json.loads(line))
+            by_key[key] = by_key.get(key, 0) + 1
+
+        data = _gzip_lines(merge_pieces(p for p in paths if p), tally)
+        for key, n in by_key.items():
+            _count(key, n)
+        yield _write_shard(self.out_dir, "docs", index, count, data, sum(by_key.values()), by_key)
+
+
+def _every_shard(n: int):
+    return [(i, None) for i in range(n)]
+
+
+class MergeShards(beam.PTransform):
+    """(shard, piece path) -> `docs-NNNNN-of-MMMMM.jsonl.gz`, every shard file written (empty ones too)."""
+
+    def __init__(self, out_dir: str, shard_count):
+        super().__init__()
+        self.out_dir, self.shard_count = out_dir, shard_count
+
+    def expand(self, pieces):
+        markers = self.shard_count | "EveryShard" >> beam.FlatMap(_every_shard)
+        return (
+            (pieces, markers)
+            | "WithMarkers" >> beam.Flatten()
+            | "GroupByShard" >> beam.GroupByKey()
+            | "Merge"
+            >> beam.ParDo(_MergeShard(self.out_dir), count=beam.pvalue.AsSingleton(self.shard_count))
+        )
+
+
+class _WriteShard(beam.DoFn):
+    """(shard, [record | None]) -> writes one gzip JSON-lines file sorted by id; yields its summary.
+    The whole shard travels through the shuffle: for small records (rejected ones)."""
+
+    def __init__(self, out_dir: str, prefix: str):
+        self.out_dir, self.prefix = out_dir, prefix
+
+    def process(self, kv, count):
+        index, records = kv
+        records = sorted((r for r in records if r is not None), key=lambda r: (str(r["id"]), dumps(r)))
+        data = _gzip_lines(dumps(r) for r in records)
+        by_key: dict[str, int] = {}
+        for r in records:
+            key = _summary_key(self.prefix, r)
+            if self.prefix == "docs":
+                _count(key)
+            by_key[key] = by_key.get(key, 0) + 1
+        yield _write_shard(self.out_dir, self.prefix, index, count, data, len(records), by_key)
+
+
+class WriteShards(beam.PTransform):
+    """Records -> `<prefix>-NNNNN-of-MMMMM.jsonl.gz`; M from `fixed` or from the total
+    `size_fn` over `per_shard` (every shard file is written, empty ones too). Rejected records are
+    small (a 200-character excerpt), so they can travel through one shuffle; documents take the
+    spill-file route (FinalPass, MergeShards). Output: one summary per shard."""
+
+    def __init__(self, out_dir: str, prefix: str, per_shard: int, size_fn, fixed: int = 0):
+        super().__init__()
+        self.out_dir, self.prefix, self.per_shard, self.size_fn, self.fixed = (
+            out_dir,
+            prefix,
+            per_shard,
+            size_fn,
+            fixed,
+        )
+
+    def expand(self, records):
+        per_shard, fixed = self.per_shard, self.fixed
+        count = (
+            records
+            | "Size" >> beam.Map(self.size_fn)
+            | "Total" >> beam.CombineGlobally(sum)
+            | "ShardCount" >> beam.Map(shard_count_for, per_shard, fixed)
+        )
+        count_si = beam.pvalue.AsSingleton(count)
+        keyed = records | "Key" >> beam.Map(lambda r, n: (shard_of(r["id"], n), r), n=count_si)
+        markers = count | "EveryShard" >> beam.FlatMap(_every_shard)
+        return (
+            (keyed, markers)
+            | "WithMarkers" >> beam.Flatten()
+            | "GroupByShard" >> beam.GroupByKey()
+            | "Write" >> beam.ParDo(_WriteShard(self.out_dir, self.prefix), count=count_si)
+        )
