@@ -11,9 +11,11 @@ decide the same), while its character shingles are new: no copy is a near-duplic
 the corpus stage's dedup keeps them all.
 
 Each article goes to one of two outputs, alternating with (index + copy): `news2016zh.json`
-(brightmart's JSON lines, `dumps.news2016zh_line`) or a zhwiki multistream dump with its index
-(`dumps.article_wikitext` around the sentences, written page by page). Ids are unique across copies
-and tell the copy (`copy_of`): news id `scale-<copy>-<article>`, page id `copy * stride + 2 * article + 1`.
+(brightmart's JSON lines, `dumps.news2016zh_line`, one sentence a line of its content as in the
+sample; joined into one line, a quarter of the sample's articles would fail `no_terminal_punct`) or
+a zhwiki multistream dump with its index (`dumps.article_wikitext` around the sentences, written
+page by page). Ids are unique across copies and tell the copy (`copy_of`): news id
+`scale-<copy>-<article>`, page id `copy * stride + 2 * article + 1`.
 
 Planted near-duplicates: per copy, `near_dup_rate` x articles of its articles of at least
 `PLANT_MIN_CHARS` characters get an edited copy (`benchmarks.corpus.edit_text`, a rate drawn in
@@ -192,7 +194,7 @@ def write_scale_corpus(
                 counts["zhwiki"] += 1
                 return f"zhwiki:{page_id}"
             news_id = f"scale-{copy:04d}-{i:05d}{'-near' if planted else ''}"
-            news.write(news2016zh_line(news_id, title, sents, source="scale-corpus") + "\n")
+            news.write(news2016zh_line(news_id, title, sents, source="scale-corpus", sep="\n") + "\n")
             counts["news2016zh"] += 1
             return f"news2016zh:{news_id}"
 

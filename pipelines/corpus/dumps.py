@@ -173,8 +173,10 @@ class MultistreamWriter:
             self._out.close()
 
 
-def news2016zh_line(news_id: str, title: str, sentences: list[str], source: str = "fixture") -> str:
-    """One line of brightmart's news2016zh JSON lines."""
+def news2016zh_line(
+    news_id: str, title: str, sentences: list[str], source: str = "fixture", sep: str = ""
+) -> str:
+    """One line of brightmart's news2016zh JSON lines; `sep` joins the sentences into its content."""
     record = {
         "news_id": news_id,
         "keywords": "",
@@ -182,6 +184,6 @@ def news2016zh_line(news_id: str, title: str, sentences: list[str], source: str 
         "desc": sentences[0] if sentences else "",
         "source": source,
         "time": "2016-06-01 12:00",
-        "content": "".join(sentences),
+        "content": sep.join(sentences),
     }
     return json.dumps(record, ensure_ascii=False)

@@ -106,9 +106,9 @@ def test_files_parse_with_the_real_readers_and_ids_are_unique(small):
     for original, planted in truth["pairs"]:
         assert original.split(":")[0] == planted.split(":")[0]  # a planted copy sits beside its original
         assert sc.copy_of(original, truth["wiki_id_stride"]) == sc.copy_of(planted, truth["wiki_id_stride"])
-    # copy 0 in the news file is the sample's text unchanged
+    # copy 0 in the news file is the sample's text unchanged, one sentence a line
     news = {r["id"]: r["text"] for r in records if r["source"] == "news2016zh"}
-    text0 = "".join(sc.sample_articles(ARTICLES)[1][1])
+    text0 = "\n".join(sc.sample_articles(ARTICLES)[1][1])
     assert news["news2016zh:scale-0000-00001"] == text0
 
 
