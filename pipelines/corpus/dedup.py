@@ -1,9 +1,10 @@
 """Deduplication as Beam composite transforms. Per-element logic lives in minhash.py / clean.py.
 
-Every transform keeps memory per worker bounded: groups are iterated (twice where needed) rather than
-materialised, except LSH buckets of up to BIG_BUCKET members (larger ones are streamed) and the last
-connected-components step, which only sees labels that had not converged after `cc_rounds` rounds
-(none, in practice).
+Every transform keeps memory per worker bounded. The three groupings of many small entries (text
+hashes, LSH band keys, line hashes) go through grouping.GroupInPartitions: batches travel, and a
+worker holds one partition (1/256 of the entries) at a time. Joins iterate their groups rather than
+hold them, except the last connected-components step, which only sees labels that had not converged
+after `cc_rounds` rounds (none, in practice).
 
 PCollection shapes (id: document id str):
 
@@ -21,6 +22,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from pipelines.corpus import minhash
+from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
 from pipelines.corpus.options import CorpusOptions
 
 NS = "corpus"
@@ -42,7 +44,9 @@ class ExactDuplicates(beam.PTransform):
 
     def expand(self, hashes):
         return (
-            hashes | "GroupByText" >> beam.GroupByKey() | "AllButSmallest" >> beam.FlatMap(_removals_in_group)
+            hashes
+            | "GroupByText" >> GroupInPartitions()
+            | "AllButSmallest" >> beam.FlatMap(_removals_in_group)
         )
 
 
@@ -119,17 +123,17 @@ class NearDuplicates(beam.PTransform):
         candidates = (
             signatures
             | "Bands" >> beam.FlatMap(_band_entries, o.minhash_bands, o.minhash_rows)
-            | "GroupByBand" >> beam.GroupByKey()
+            | "GroupByBand" >> GroupInPartitions()
             | "Candidates" >> beam.FlatMap(_bucket_candidates, o.max_bucket_pairs)
         )  # a pair found in several bands repeats; _send_first_signature keeps one
         edges = (
             {"sig": signatures, "pairs": candidates}
-            | "JoinFirstSig" >> beam.CoGroupByKey()
+            | "JoinFirstSig" >> CoGroupInPartitions()
             | "SendFirstSig" >> beam.FlatMap(_send_first_signature)
         )
         verified = (
             {"sig": signatures, "from": edges}
-            | "JoinSecondSig" >> beam.CoGroupByKey()
+            | "JoinSecondSig" >> CoGroupInPartitions()
             | "Verify" >> beam.FlatMap(_verified_edges, o.near_dup_threshold)
         )
         removed = verified | "Clusters" >> ConnectedComponents(o.cc_rounds)
@@ -178,12 +182,12 @@ class SurvivorCheck(beam.PTransform):
         by_survivor = removed | "BySurvivor" >> beam.Map(lambda kv: (kv[1], kv[0]))
         to_members = (
             {"sig": sigs, "members": by_survivor}
-            | "JoinSurvivorSig" >> beam.CoGroupByKey()
+            | "JoinSurvivorSig" >> CoGroupInPartitions()
             | "SendSurvivorSig" >> beam.FlatMap(_survivor_sig_to_members)
         )
         return (
             {"sig": sigs, "survivor": to_members}
-            | "JoinMemberSig" >> beam.CoGroupByKey()
+            | "JoinMemberSig" >> CoGroupInPartitions()
             | "Compare" >> beam.FlatMap(_close_to_survivor, self.min_similarity)
         )
 
@@ -322,7 +326,7 @@ class RepeatedLines(beam.PTransform):
     def expand(self, occurrences):
         return (
             occurrences
-            | "GroupByLine" >> beam.GroupByKey()
+            | "GroupByLine" >> GroupInPartitions()
             | "LineVerdicts" >> beam.FlatMap(_line_verdicts, self.boilerplate_min_docs)
         )
 
@@ -361,13 +365,13 @@ class Deduplicate(beam.PTransform):
         exact = hashes | "Exact" >> ExactDuplicates()
         surviving_sigs = (
             {"sig": sigs, "exact": exact}
-            | "JoinSigExact" >> beam.CoGroupByKey()
+            | "JoinSigExact" >> CoGroupInPartitions()
             | "SigsOfSurvivors" >> beam.FlatMap(_not_removed, "sig")
         )
         near = surviving_sigs | "Near" >> NearDuplicates(self.opts)
         line_removals = (
             {"lines": lines, "exact": exact, "near": near}
-            | "JoinLinesVerdicts" >> beam.CoGroupByKey()
+            | "JoinLinesVerdicts" >> CoGroupInPartitions()
             | "LinesOfSurvivors" >> beam.FlatMap(_not_removed, "lines")
             | "Occurrences" >> beam.FlatMap(_occurrences)
             | "Repeated" >> RepeatedLines(self.opts.boilerplate_min_docs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 import xxhash
@@ -33,8 +34,10 @@ def count_chars(lines: list[str]) -> int:
     return sum(len(_SPACE.sub("", line)) for line in lines)
 
 
+@lru_cache(maxsize=4)
 def cjk_ratio(text: str) -> float:
-    """CJK ideographs / (letters + digits + ideographs). 0.0 for text without any of them."""
+    """CJK ideographs / (letters + digits + ideographs). 0.0 for text without any of them. Cached:
+    the filters and the shingling each ask it of the same document text."""
     words = _NON_WORD.sub("", text)
     if not words:
         return 0.0

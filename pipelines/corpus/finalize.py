@@ -31,6 +31,7 @@ from apache_beam.metrics import Metrics
 from pipelines.core import storage
 from pipelines.corpus import clean
 from pipelines.corpus.dedup import NS
+from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.spill import dumps, merge_pieces, piece_path, read_spill, write_piece
 
@@ -91,7 +92,7 @@ def _verdicts_of_id(kv):
 
 class Verdicts(beam.PTransform):
     def expand(self, inputs):
-        return inputs | "JoinById" >> beam.CoGroupByKey() | "PerDocument" >> beam.FlatMap(_verdicts_of_id)
+        return inputs | "JoinById" >> CoGroupInPartitions() | "PerDocument" >> beam.FlatMap(_verdicts_of_id)
 
 
 # --- the final pass ----------------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ class FinalPass(beam.PTransform):
     def expand(self, verdicts):
         return (
             verdicts
-            | "GroupBySpillFile" >> beam.GroupByKey()
+            | "GroupBySpillFile" >> GroupInPartitions()
             | "Finalize"
             >> beam.ParDo(
                 _FinalPass(self.opts, self.spill_dir, self.tmp_dir), count=self.count_si

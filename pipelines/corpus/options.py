@@ -39,9 +39,10 @@ class CorpusOptions:
     )
     """zhwiki multistream: bz2 streams (100 pages each) per work item read by one worker."""
     jsonl_range_bytes: int = opt(
-        64 << 20, "JSON-lines files are split into byte ranges of this size [%(default)s]"
+        64 << 20, "JSON-lines files are split into byte ranges of at most this size [%(default)s]"
     )
-    """Uncompressed JSON-lines files are split into byte ranges of this size, read in parallel."""
+    """Uncompressed JSON-lines files are split into byte ranges of at most this size, read in
+    parallel; a smaller file into up to 64 ranges of at least 1 MiB (readers/ranges.py)."""
 
     # --- normalization ---------------------------------------------------------------------------
     opencc: str = opt(

@@ -42,12 +42,24 @@ def iter_index_offsets(index_path: str) -> Iterator[int]:
                 last = offset
 
 
+# A JSON-lines file is cut into at least this many ranges (each >= MIN_RANGE_BYTES): records are
+# cleaned where they are read, so a file of a few ranges would leave workers idle.
+MIN_RANGES = 64
+MIN_RANGE_BYTES = 1 << 20
+
+
+def jsonl_step(size: int, max_step: int) -> int:
+    """Range size for a JSON-lines file of `size` bytes: at most `max_step`, small enough for
+    MIN_RANGES ranges, never under MIN_RANGE_BYTES."""
+    return max(1, min(max_step, max(MIN_RANGE_BYTES, -(-size // MIN_RANGES))))
+
+
 def split_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     """Split one file's work item into byte ranges that workers can read independently."""
     if item["kind"] == "zhwiki" and item.get("index"):
         yield from _split_multistream(item, opts)
     elif item["kind"] in ("wiki2019zh", "news2016zh") and compression(item["path"]) is None:
-        step = max(1, opts.jsonl_range_bytes)
+        step = jsonl_step(item["size"], opts.jsonl_range_bytes)
         for start in range(0, max(1, item["size"]), step):
             yield {**item, "start": start, "end": min(item["size"], start + step)}
     else:
