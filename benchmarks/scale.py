@@ -293,7 +293,7 @@ def format_table(result: dict) -> str:
     lines.append(
         "  CPU-s: the larger of rusage (reaped processes) and polled (every process seen); worker MB:"
     )
-    lines.append("  the largest worker (number of worker processes); sum MB: the whole tree at its peak")
+    lines.append("  the largest worker (the processes besides main, shell wrappers included); sum MB: the tree at its peak")
     for r in runs:
         nd = ", ".join(f"{k} {v}" for k, v in r["near_dup"].items() if not isinstance(v, dict | list))
         lines.append(f"near-dup at {r['copies']}x ({r['planted']} planted): {nd}")
