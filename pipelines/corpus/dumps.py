@@ -1,6 +1,7 @@
 """Inputs in the exact formats of the real sources, made from any articles: MediaWiki `pages-articles`
 XML dumps (plain or multistream with its index), and brightmart's news2016zh JSON lines. The tests build
-their fixtures with it, and `albert rehearse` the dumps its weekly run reads.
+their fixtures with it, and `albert rehearse` the dumps its weekly run reads; `MultistreamWriter` writes
+a dump too large to hold in memory page by page.
 
 zhwiki: MediaWiki `pages-articles` XML export, as in the dumps (`<mediawiki xmlns=".../export-0.10/">`,
 `<siteinfo>` with `<namespaces>`, then `<page>` elements with title, ns, id, optional
@@ -86,6 +87,22 @@ def article_wikitext(title: str, sentences: list[str]) -> str:
     )
 
 
+def index_path(dump_path: str) -> str:
+    """The multistream index beside a dump, named as Wikimedia names it."""
+    name = storage.basename(dump_path).replace("multistream", "multistream-index").replace(".xml", ".txt")
+    return storage.join(storage.dirname(dump_path), name)
+
+
+def _stream(pages: list[str], offset: int) -> tuple[bytes, list[str]]:
+    """One bz2 stream of pages starting at byte `offset` of the dump, and its index lines."""
+    lines = []
+    for page in pages:
+        pid = page.split("<id>", 1)[1].split("</id>", 1)[0]
+        title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+        lines.append(f"{offset}:{pid}:{title}")
+    return bz2.compress("".join(pages).encode("utf-8")), lines
+
+
 def write_dump(path: str, pages: list[str], multistream: bool = False, per_stream: int = 100) -> str | None:
     """Write pages as a bz2 dump (a path or URL); with multistream, also the index beside it, named as
     Wikimedia names it. Returns the index path."""
@@ -93,25 +110,67 @@ def write_dump(path: str, pages: list[str], multistream: bool = False, per_strea
         storage.write_bytes(path, bz2.compress((HEADER + "".join(pages) + FOOTER).encode("utf-8")))
         return None
     streams = [bz2.compress(HEADER.encode("utf-8"))]
-    offsets = []
     index_lines = []
     offset = len(streams[0])
     for i in range(0, len(pages), per_stream):
-        chunk = pages[i : i + per_stream]
-        data = bz2.compress("".join(chunk).encode("utf-8"))
-        for page in chunk:
-            pid = page.split("<id>", 1)[1].split("</id>", 1)[0]
-            title = page.split("<title>", 1)[1].split("</title>", 1)[0]
-            index_lines.append(f"{offset}:{pid}:{title}")
-        offsets.append(offset)
+        data, lines = _stream(pages[i : i + per_stream], offset)
+        index_lines.extend(lines)
         streams.append(data)
         offset += len(data)
     streams.append(bz2.compress(FOOTER.encode("utf-8")))
     storage.write_bytes(path, b"".join(streams))
-    name = storage.basename(path).replace("multistream", "multistream-index").replace(".xml", ".txt")
-    index = storage.join(storage.dirname(path), name)
+    index = index_path(path)
     storage.write_bytes(index, bz2.compress(("\n".join(index_lines) + "\n").encode("utf-8")))
     return index
+
+
+class MultistreamWriter:
+    """A multistream dump written page by page, with the same bytes as `write_dump(path, pages,
+    multistream=True)`: memory holds one stream's pages and the compressed index, whatever the size of
+    the dump. Not atomic: the dump grows in place; `close` writes the index and returns its path."""
+
+    def __init__(self, path: str, per_stream: int = 100):
+        self.path, self.per_stream = path, per_stream
+        self._out = storage.open_write(path)
+        self._pending: list[str] = []
+        self._index = bz2.BZ2Compressor()
+        self._index_parts: list[bytes] = []
+        head = bz2.compress(HEADER.encode("utf-8"))
+        self._out.write(head)
+        self._offset = len(head)
+
+    def add(self, page: str) -> None:
+        self._pending.append(page)
+        if len(self._pending) == self.per_stream:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        data, lines = _stream(self._pending, self._offset)
+        self._out.write(data)
+        self._offset += len(data)
+        self._index_parts.append(self._index.compress(("\n".join(lines) + "\n").encode("utf-8")))
+        self._pending = []
+
+    def close(self) -> str:
+        self._flush()
+        if not self._index_parts:  # no page: write_dump's index is one empty line
+            self._index_parts.append(self._index.compress(b"\n"))
+        self._out.write(bz2.compress(FOOTER.encode("utf-8")))
+        self._out.close()
+        index = index_path(self.path)
+        storage.write_bytes(index, b"".join(self._index_parts) + self._index.flush())
+        return index
+
+    def __enter__(self) -> MultistreamWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:
+            self._out.close()
 
 
 def news2016zh_line(news_id: str, title: str, sentences: list[str], source: str = "fixture") -> str:
