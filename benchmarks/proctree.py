@@ -11,7 +11,8 @@ never wait for, so `getrusage(RUSAGE_CHILDREN)` alone can miss their CPU time. T
 
 Peak memory per process is its own high-water mark (VmHWM from /proc, read at each poll, so exact even
 between polls), or the largest RSS polled where /proc is not there; `sum_peak_rss` is the largest sum
-of the RSS of the live processes at one poll (the whole tree's footprint at its worst moment).
+of the RSS of the live processes at one poll (the whole tree's footprint at its worst moment), and at
+least the largest peak of one process (which may fall between two polls).
 """
 
 from __future__ import annotations
@@ -169,6 +170,9 @@ def run_measured(
         polled_cpu_s=root.cpu_s + sum(w.cpu_s for w in workers),
         root=root,
         workers=workers,
-        sum_peak_rss=sampler.sum_peak_rss if sampler else 0,
+        # at least the largest single peak: a short-lived peak may fall between two polls
+        sum_peak_rss=max(
+            [sampler.sum_peak_rss if sampler else 0, root.peak_rss, *(w.peak_rss for w in workers)]
+        ),
         samples=sampler.samples if sampler else 0,
     )

@@ -185,6 +185,15 @@ def run_scale(copies: int, work: str, args: argparse.Namespace) -> dict:
 # --- the curve ------------------------------------------------------------------------------------------
 
 METRICS = ("cpu_s", "wall_s", "main_peak_rss_mb", "worker_peak_rss_mb", "sum_peak_rss_mb", "output_bytes")
+LABELS = ("CPU-s", "wall s", "main RSS", "worker RSS", "sum RSS", "output")
+NEAR_DUP_SHOWN = (
+    "recall",
+    "precision",
+    "scorable_pairs",
+    "removals",
+    "wrong_removals",
+    "cross_copy_removals",
+)
 
 
 def growth(runs: list[dict]) -> dict:
@@ -293,18 +302,20 @@ def format_table(result: dict) -> str:
     lines.append(
         "  CPU-s: the larger of rusage (reaped processes) and polled (every process seen); worker MB:"
     )
-    lines.append("  the largest worker (the processes besides main, shell wrappers included); sum MB: the tree at its peak")
+    lines.append(
+        "  the largest worker (the processes besides main, shell wrappers included); sum MB: the tree at its peak"
+    )
     for r in runs:
-        nd = ", ".join(f"{k} {v}" for k, v in r["near_dup"].items() if not isinstance(v, dict | list))
+        nd = ", ".join(f"{k} {r['near_dup'][k]}" for k in NEAR_DUP_SHOWN if k in r["near_dup"])
         lines.append(f"near-dup at {r['copies']}x ({r['planted']} planted): {nd}")
     if len(runs) > 1:
         lines.append(
             f"growth exponents against input characters ({runs[0]['copies']}x..{runs[-1]['copies']}x)"
         )
-        lines.append(f"  {'stage':<11}" + "".join(f"{m:>20}" for m in METRICS))
+        lines.append(f"  {'stage':<11}" + "".join(f"{label:>11}" for label in LABELS))
         for stage, exps in result["growth"].items():
             lines.append(
-                f"  {stage:<11}" + "".join(f"{'-' if exps[m] is None else exps[m]:>20}" for m in METRICS)
+                f"  {stage:<11}" + "".join(f"{'-' if exps[m] is None else exps[m]:>11}" for m in METRICS)
             )
     m = result["corpus_memory"]
     if m:

@@ -287,7 +287,7 @@ def test_end_to_end_at_tiny_scales(tmp_path):
         assert 0 < inst["docs_in"] <= corpus["docs_out"] and inst["docs_out"] > 0
         for s in r["stages"].values():
             assert s["cpu_s"] > 0 and s["wall_s"] > 0 and s["output_bytes"] > 0
-            assert s["main_peak_rss_mb"] > 50 and s["sum_peak_rss_mb"] >= s["main_peak_rss_mb"]
+            assert s["main_peak_rss_mb"] > 20 and s["sum_peak_rss_mb"] >= s["main_peak_rss_mb"]
         # Beam's multi_processing workers are seen for the two Beam stages, none for vocab
         assert corpus["worker_processes"] >= 2 and inst["worker_processes"] >= 2
         assert vocab["worker_processes"] == 0
