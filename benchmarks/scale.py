@@ -339,6 +339,7 @@ def write_plot(result: dict, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     runs = result["scales"]
     xs = [r["characters"] for r in runs]
@@ -351,6 +352,7 @@ def write_plot(result: dict, path: str) -> None:
             ax.plot(xs, [r["stages"][stage][metric] for r in runs], marker="o", label=stage)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels overlap
         ax.set_xlabel("input characters")
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
