@@ -35,6 +35,7 @@ from dataclasses import asdict
 
 from benchmarks.proctree import run_measured
 from benchmarks.report import add_json_argument, module_main, write_json
+from benchmarks.scale_corpus import near_dup_scores, write_scale_corpus
 from pipelines.core import storage
 from pipelines.core.errors import UserError
 
@@ -110,12 +111,12 @@ def folder_bytes(path: str) -> int:
 
 def _documents(stage: str, out: str, previous: dict) -> tuple[int, int, str]:
     """(documents in, count out, unit out) from the stage's manifest."""
-    counts = storage.read_json(os.path.join(out, "manifest.json"))
+    manifest = storage.read_json(os.path.join(out, "manifest.json"))
     if stage == "corpus":
-        return counts["counts"]["read"], counts["counts"]["kept"], "documents"
+        return manifest["counts"]["read"], manifest["counts"]["kept"], "documents"
     if stage == "vocab":
-        return previous["corpus"]["docs_out"], counts["counts"]["vocab_size"], "pieces"
-    splits = [counts["summary"][s] for s in ("train", "eval") if counts["summary"].get(s)]
+        return previous["corpus"]["docs_out"], manifest["counts"]["vocab_size"], "pieces"
+    splits = [manifest["summary"][s] for s in ("train", "eval") if manifest["summary"].get(s)]
     return sum(s["documents"] for s in splits), sum(s["instances"] for s in splits), "instances"
 
 
@@ -126,6 +127,8 @@ class StageError(Exception):
 def measure_stage(
     stage: str, cmd: list[str], folder: str, characters: int, previous: dict, interval: float
 ) -> dict:
+    """Run one stage's command, its output to `folder/STAGE.log`, and return its figures (`previous`:
+    the figures of the stages before it in this scale)."""
     log = os.path.join(folder, f"{stage}.log")
     tree = run_measured(cmd, env=_env(), log_path=log, interval=interval)
     if tree.returncode:
@@ -155,8 +158,6 @@ def measure_stage(
 
 def run_scale(copies: int, work: str, args: argparse.Namespace) -> dict:
     """Generate the N-copy corpus, run the three stages on it, score its near-duplicates."""
-    from benchmarks.scale_corpus import near_dup_scores, write_scale_corpus
-
     folder = os.path.join(work, f"scale-{copies}x")
     started = time.perf_counter()
     corpus = write_scale_corpus(
