@@ -93,6 +93,7 @@ def _synthetic_result() -> dict:
         "load_average": 1.0,
         "scales": runs,
         "growth": exps,
+        "growth_last_step": scale.growth(runs[-2:]),
         "corpus_memory": memory,
         "targets": scale.targets(runs, exps, memory),
     }
@@ -195,6 +196,7 @@ def test_table_json_and_plot_are_written(tmp_path):
     lines = text.splitlines()
     assert sum(1 for line in lines if line.startswith(("1x", "4x", "16x"))) == 9
     assert "+10.0 KB peak RSS per added document" in text
+    assert "4x..16x, the last step alone" in text and "1x..16x, the least-squares fit" in text
     assert sum(line.lstrip().startswith("PASS") for line in lines) == len(result["targets"])
     write_json(result, str(tmp_path / "scale.json"))
     assert json.loads((tmp_path / "scale.json").read_text()) == json.loads(json.dumps(result))
