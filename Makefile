@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 OUT ?= out
 
-.PHONY: setup demo rehearse test test-all bench lint format clean
+.PHONY: setup demo rehearse test test-all bench bench-scale lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test-all: setup
 
 bench: setup
 	$(VENV)/bin/albert bench all
+
+# The cost-growth curve (1x, 4x, 16x the sample; tens of minutes): a table, $(OUT)/bench-scale.json and .png.
+bench-scale: setup
+	mkdir -p $(OUT)
+	$(VENV)/bin/albert bench scale --json $(OUT)/bench-scale.json
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -7,6 +7,8 @@ the same run (a ratio), never asserted in tests.
     model      our pretraining step vs transformers' AlbertForPreTraining (same config and inputs)
     train      loader-only instances/s next to training steps/s
     all        every one of the above, in that order
+    scale      corpus -> vocab -> instances at 1x, 4x, 16x the sample: the cost-growth curve and its
+               targets (`make bench-scale`); not in `all`, as it runs for tens of minutes
 
 Each target runs as its own process (`python -m MODULE`), so peak memory and imports do not leak from
 one into the next. Options after the target go to it (`albert bench model --device cuda`); every
@@ -26,7 +28,9 @@ TARGETS = {
     "corpus": "benchmarks.corpus",
     "model": "benchmarks.model",
     "train": "benchmarks.train",
+    "scale": "benchmarks.scale",
 }
+LONG = ("scale",)  # left out of `all`: tens of minutes, an hour with 64x
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    targets = list(TARGETS) if args.target == "all" else [args.target]
+    targets = [t for t in TARGETS if t not in LONG] if args.target == "all" else [args.target]
     failed = []
     for name in targets:
         print(f"\n=== albert bench {name} ===", flush=True)
