@@ -11,6 +11,7 @@ import os
 import tracemalloc
 
 import fsspec
+import pytest
 import torch
 from safetensors.torch import save as st_save
 
@@ -129,7 +130,5 @@ def test_a_file_replaced_between_its_hash_and_its_load_is_refused(tmp_path, monk
         return digest
 
     monkeypatch.setattr(checksums.storage, "sha256", sha256_then_replace)
-    import pytest
-
     with pytest.raises(ckpt.CheckpointError, match="changed while it was read"):
         ckpt.load(path)
