@@ -4,7 +4,9 @@
 The evaluation task is cached by Prefect across runs (INPUTS + TASK_SOURCE, persisted result): its
 inputs are the checkpoint's weight hash and a content-addressed instances folder, so the same model
 on the same eval set is evaluated once. The promote flow bypasses that cache on purpose: it evaluates
-candidate and production afresh, side by side, in its own run.
+candidate and production afresh, side by side, in its own run. The baselines' train label counts,
+which depend on the train split only, are cached apart (`baseline_cache_dir`, model/baselines.py):
+read once per train split, for every candidate and every promotion.
 
     python -m flows.evaluate CHECKPOINT_DIR INSTANCES_DIR
 """
@@ -33,14 +35,24 @@ from pipelines.core.errors import UserError
     persist_result=True,
 )
 def evaluate_checkpoint(
-    checkpoint: str, weights_sha256: str, instances_dir: str, out_json: str, max_batches: int | None = None
+    checkpoint: str,
+    weights_sha256: str,
+    instances_dir: str,
+    out_json: str,
+    max_batches: int | None = None,
+    baseline_cache: str | None = None,
 ) -> dict:
     """`albert evaluate` in this process; returns its JSON report as written. weights_sha256 is part
-    of the cache key: a checkpoint folder rewritten in place is evaluated again."""
+    of the cache key: a checkpoint folder rewritten in place is evaluated again. baseline_cache: the
+    folder caching the train split's label counts (baseline_cache_dir)."""
     from model.evaluate import EvaluateOptions, run_evaluate  # torch: imported when it runs
 
     opts = EvaluateOptions(
-        checkpoint=checkpoint, instances=instances_dir, out=out_json, max_batches=max_batches or None
+        checkpoint=checkpoint,
+        instances=instances_dir,
+        out=out_json,
+        max_batches=max_batches or None,
+        baseline_cache=baseline_cache,
     )
     run_evaluate(opts)
     return storage.read_json(out_json)
@@ -103,6 +115,12 @@ def eval_json_path(storage_root: str, checkpoint: str, instances_dir: str) -> tu
     return storage.join(stage_dir(storage_root, "evals", key), "eval.json"), weights
 
 
+def baseline_cache_dir(storage_root: str) -> str:
+    """Where the evaluation flows cache the baselines' train label counts (model/baselines.py): a
+    folder of their own beside their reports, never the instances folder (the instance stage's)."""
+    return stage_dir(storage_root, "evals", "baselines")
+
+
 @stage_flow("evaluate")
 def evaluate(
     checkpoint: str,
@@ -114,7 +132,9 @@ def evaluate(
     Returns {"metrics", "baselines", "report"}."""
     checkpoint, instances_dir = storage.absolute(checkpoint), storage.absolute(instances_dir)
     out_json, weights = eval_json_path(storage_root, checkpoint, instances_dir)
-    report = evaluate_checkpoint(checkpoint, weights, instances_dir, out_json, max_batches)
+    report = evaluate_checkpoint(
+        checkpoint, weights, instances_dir, out_json, max_batches, baseline_cache_dir(storage_root)
+    )
     metrics, baselines = gate_metrics(report, checkpoint)
     create_table_artifact(
         table=metrics_table({"model": metrics}, baselines),

@@ -29,12 +29,15 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from flows.common import (
-    flow_run_id,
-    logger,
-    stage_flow,
+from flows.common import flow_run_id, logger, stage_flow
+from flows.evaluate import (
+    baseline_cache_dir,
+    eval_json_path,
+    eval_samples,
+    evaluate_checkpoint,
+    gate_metrics,
+    metrics_table,
 )
-from flows.evaluate import eval_json_path, eval_samples, evaluate_checkpoint, gate_metrics, metrics_table
 from flows.gate import GateConfig, decide
 from flows.gate_report import decision_table_markdown
 from flows.lineage import build_lineage
@@ -288,15 +291,16 @@ def promote(
 
     # Both models, the same frozen eval set, this run: never a cached result (refresh_cache).
     fresh = evaluate_checkpoint.with_options(refresh_cache=True)
+    cache = baseline_cache_dir(storage_root)  # train label counts: read once per train split
     out, cand_weights = eval_json_path(storage_root, candidate, instances_dir)
-    report = fresh(candidate, cand_weights, instances_dir, out, max_batches)
+    report = fresh(candidate, cand_weights, instances_dir, out, max_batches, cache)
     cand_metrics, baselines = gate_metrics(report, candidate)
     cand_sample, baseline_sample = eval_samples(report)
     prod_metrics = prod_sample = None
     if pointer:
         prod_dir = reg.url(pointer["version"])
         out, weights = eval_json_path(storage_root, prod_dir, instances_dir)
-        report = fresh(prod_dir, weights, instances_dir, out, max_batches)
+        report = fresh(prod_dir, weights, instances_dir, out, max_batches, cache)
         prod_metrics, _ = gate_metrics(report, prod_dir)
         prod_sample, _ = eval_samples(report)
     decision = decide(cand_sample, prod_sample, gate, baseline_sample, downstream_pairs(downstream))

@@ -37,6 +37,17 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class _Hasher:
+    """A write-only file object that hashes what is written to it (a download streamed into a sha256)."""
+
+    def __init__(self):
+        self.sha = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        return len(data)
+
+
 def _appended(data: bytes | None, line: str) -> bytes:
     """`data` with `line` appended; a torn last line (no newline: a writer died) stays a line of its
     own instead of swallowing the new entry."""
@@ -180,8 +191,12 @@ class GCSStore:
 
     def sha256(self, path: str) -> str | None:
         blob = self.bucket.get_blob(self._name(path))
-        # Through this client (not gcsfs), in memory: a model file is a few hundred MB at most.
-        return None if blob is None else _sha(blob.download_as_bytes(if_generation_match=blob.generation))
+        if blob is None:
+            return None
+        # Through this client (not gcsfs), streamed into the hash: a model file never sits in memory.
+        h = _Hasher()
+        blob.download_to_file(h, if_generation_match=blob.generation)
+        return h.sha.hexdigest()
 
     def list_dirs(self, path: str) -> list[str]:
         prefix = self._name(path).rstrip("/") + "/"
@@ -235,7 +250,7 @@ class FsspecStore:
         return self.fs.exists(self._p(path))
 
     def sha256(self, path: str) -> str | None:
-        return _sha(self.fs.cat_file(self._p(path))) if self.fs.isfile(self._p(path)) else None
+        return storage.sha256(self.url(path)) if self.fs.isfile(self._p(path)) else None  # streamed
 
     def list_dirs(self, path: str) -> list[str]:
         p = self._p(path)

@@ -13,9 +13,11 @@ A checkpoint folder holds
 `save_state` writes a run's state dict (model/train_state.py: one `state_dict()` per stateful part)
 into these files, and `Loaded.state(rank)` gives the same dict back, for one rank.
 
-It is written with pipelines.core.storage.write_folder: locally into a hidden temporary folder next to its
-final place, renamed when complete; on an object store (gs://, s3://), which has no folder rename, the
-files in place and checksums.json last. A folder without checksums.json is never taken for a
+It is written with pipelines.core.storage.staged_folder: locally into a hidden temporary folder next to
+its final place, renamed when complete; on an object store (gs://, s3://), which has no folder rename,
+staged in a local temporary folder, then uploaded file by file, checksums.json last. Tensors are
+written straight to their files and loaded from them (model.checksums): a checkpoint is never held
+in memory as bytes. A folder without checksums.json is never taken for a
 checkpoint. `latest` returns the newest folder whose checksums verify; a corrupt or partial one
 is reported and skipped. The last `keep` checkpoints are kept.
 
@@ -26,11 +28,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
+from model.checksums import Content, read_tensors, write_local
 from model.convert import (
     CHECKSUMS_NAME,
     CONFIG_NAME,
@@ -39,7 +44,6 @@ from model.convert import (
     WEIGHTS_NAME,
     CheckpointError,
     checksums_json,
-    digest,
     read_checksums,
     verify_file,
 )
@@ -80,25 +84,27 @@ def save(
     spm_model: str | None = None,
     keep: int = 3,
 ) -> str:
-    """Write step-N atomically (rank 0 only) and prune to the last `keep`. Returns the folder."""
-    from safetensors.torch import save as st_save
+    """Write step-N atomically (rank 0 only) and prune to the last `keep`. Returns the folder.
+    Tensors go straight to their files (safetensors save_file), never through one bytes object."""
+    from safetensors.torch import save_file
 
     bad = [k for k, v in model_tensors.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
         raise CheckpointError(f"refusing to write a checkpoint with non-finite weights: {', '.join(bad[:5])}")
-    files: dict[str, bytes] = {
+    files: dict[str, Content] = {  # in this order in checksums.json
         CONFIG_NAME: (json.dumps(config_json, indent=2, sort_keys=True) + "\n").encode(),
-        WEIGHTS_NAME: st_save(model_tensors, metadata={"format": "pt"}),
-        OPTIMIZER_TENSORS: st_save(optimizer_tensors),
+        WEIGHTS_NAME: partial(save_file, model_tensors, metadata={"format": "pt"}),
+        OPTIMIZER_TENSORS: partial(save_file, optimizer_tensors),
         OPTIMIZER_JSON: (json.dumps(optimizer_json, indent=1) + "\n").encode(),
-        RNG: st_save(rng_tensors),
+        RNG: partial(save_file, rng_tensors),
         TRAINER: (json.dumps(trainer_json, indent=1) + "\n").encode(),
     }
     if spm_model:
-        files[SPM_NAME] = storage.read_bytes(spm_model)
+        files[SPM_NAME] = partial(storage.copy, spm_model)
     final = step_dir(run_dir, step)
-    summary = checksums_json({name: digest(data) for name, data in files.items()}, step=step)
-    storage.write_folder(final, {**files, CHECKSUMS: summary}, marker=CHECKSUMS)
+    with storage.staged_folder(final, marker=CHECKSUMS) as tmp:
+        sums = {name: write_local(os.path.join(tmp, name), content) for name, content in files.items()}
+        write_local(os.path.join(tmp, CHECKSUMS), checksums_json(sums, step=step))
     prune(run_dir, keep)
     return final
 
@@ -168,11 +174,21 @@ def prune(run_dir: str, keep: int) -> None:
 def verify(path: str) -> dict[str, str]:
     """Check every file of a training checkpoint (optimizer and RNG state too: what a resume reads)
     against checksums.json. Returns {name: sha256}; CheckpointError otherwise."""
+    return verify_listed(path)
+
+
+def verify_listed(path: str, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """`verify`, but for the files in `skip` (which the caller verifies as it reads them); the table
+    must list them all the same."""
     files = read_checksums(path)
     if files is None:
         raise CheckpointError(f"{path} is not a complete checkpoint: {CHECKSUMS} is missing")
+    for name in skip:
+        if name not in files:
+            raise CheckpointError(f"{storage.join(path, name)} has no recorded sha256 to verify it by")
     for name in files:
-        verify_file(path, name, files)
+        if name not in skip:
+            verify_file(path, name, files)
     return files
 
 
@@ -229,10 +245,9 @@ class Loaded:
 
 
 def load(path: str) -> Loaded:
-    """Read (after verifying) everything a resumed run needs from a checkpoint folder."""
-    from safetensors.torch import load as st_load
-
-    verify(path)
+    """Read (after verifying) everything a resumed run needs from a checkpoint folder. The tensor
+    files are hashed and loaded from disk (model.checksums.read_tensors), not read into memory first."""
+    files = verify_listed(path, skip=(WEIGHTS_NAME, OPTIMIZER_TENSORS, RNG))
 
     def read(name: str) -> bytes:
         return storage.read_bytes(storage.join(path, name))
@@ -240,8 +255,8 @@ def load(path: str) -> Loaded:
     return Loaded(
         path=path,
         trainer=json.loads(read(TRAINER)),
-        model_tensors=st_load(read(WEIGHTS_NAME)),
-        optimizer_tensors=st_load(read(OPTIMIZER_TENSORS)),
+        model_tensors=read_tensors(path, WEIGHTS_NAME, files),
+        optimizer_tensors=read_tensors(path, OPTIMIZER_TENSORS, files),
         optimizer_json=json.loads(read(OPTIMIZER_JSON)),
-        rng_tensors=st_load(read(RNG)),
+        rng_tensors=read_tensors(path, RNG, files),
     )

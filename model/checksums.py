@@ -4,15 +4,26 @@ files it reads against it. A registry version (flows/registry.py) is a copy of c
 model.safetensors and spm.model whose lineage.json records the same table: it is verified the same
 way. A folder with trainer.json but no checksums.json is a training checkpoint whose write did not
 finish, and is refused.
+
+Big files are written and read as files, never as one bytes object: safetensors are written straight
+to a local file (`Content`: the bytes of a small file, or a function that writes the file at a local
+path) and hashed from it; they are loaded from a local file (`read_tensors`: the file itself, or a
+temporary copy of a remote one), so a checkpoint of N bytes does not cost N more bytes of Python heap.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Callable
 
 from pipelines.core import storage
 from pipelines.core.errors import UserError
+
+# A file's content: its bytes (small files), or a function that writes it at the local path it is
+# given (safetensors.torch.save_file with its tensors bound: the file is never built in memory).
+Content = bytes | Callable[[str], None]
 
 CHECKSUMS_NAME = "checksums.json"
 TRAINER_NAME = "trainer.json"  # only a training checkpoint (model.checkpoint) has it
@@ -88,11 +99,59 @@ def verify_file(folder: str, name: str, sums: dict[str, str]) -> None:
         raise _mismatch(folder, name)
 
 
-def write_files(folder: str, files: dict[str, bytes]) -> None:
-    """Write a folder's files (each whole), then checksums.json listing them. An earlier
-    checksums.json goes first, so a write cut short never looks complete."""
+def write_local(path: str, content: Content) -> str:
+    """Write `content` at the local `path`; returns the file's sha256 (hashed from the file, streamed)."""
+    if isinstance(content, bytes):
+        with open(path, "xb") as f:
+            f.write(content)
+        return digest(content)
+    with open(path, "xb"):  # the mode a new file gets under the umask (group-readable under 022) ...
+        mode = os.stat(path).st_mode
+    content(path)
+    os.chmod(path, mode)  # ... which safetensors' save_file does not give (it writes 0600)
+    return storage.sha256(path)
+
+
+def write_files(folder: str, files: dict[str, Content]) -> None:
+    """Write a folder's files (each whole: storage.local_file_for), then checksums.json listing them.
+    An earlier checksums.json goes first, so a write cut short never looks complete."""
     storage.remove(storage.join(folder, CHECKSUMS_NAME))
-    for name, data in files.items():
-        storage.write_bytes(storage.join(folder, name), data)
-    sums = {name: digest(data) for name, data in files.items()}
+    sums = {}
+    for name, content in files.items():
+        with storage.local_file_for(storage.join(folder, name)) as local:
+            sums[name] = write_local(local, content)
     storage.write_bytes(storage.join(folder, CHECKSUMS_NAME), checksums_json(sums))
+
+
+def read_tensors(folder: str, name: str, sums: dict[str, str] | None) -> dict:
+    """The tensors of the safetensors file folder/name, checked against its recorded sha256 when the
+    folder has a table, without reading the file into memory: it is hashed streamed, then loaded from
+    disk (safetensors.torch.load_file); a remote file through a local temporary copy (the copy is what
+    is hashed and loaded). Only safetensors: no pickle. CheckpointError for a mismatch or a file that
+    does not parse (truncated, corrupt)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = storage.join(folder, name)
+    with storage.local_file(path) as local:
+        before = _identity(local)
+        if sums is not None:
+            if name not in sums:
+                raise CheckpointError(f"{path} has no recorded sha256 to verify it by")
+            if storage.sha256(local) != sums[name]:
+                raise _mismatch(folder, name)
+        try:
+            tensors = load_file(local)
+        except SafetensorError as err:
+            raise CheckpointError(
+                f"{path} is truncated or corrupt ({err}); use another checkpoint or copy this one again"
+            ) from None
+        if _identity(local) != before:  # replaced between the hash and the load: not what was verified
+            raise CheckpointError(f"{path} changed while it was read; load it again")
+        return tensors
+
+
+def _identity(local: str) -> tuple[int, int, int]:
+    """What tells one local file from another at the same path: inode, size, modification time."""
+    st = os.stat(local)
+    return st.st_ino, st.st_size, st.st_mtime_ns

@@ -23,6 +23,7 @@ missing or unexpected keys. transformers itself is not needed for that (nor impo
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -36,6 +37,7 @@ from model.checksums import (
     checksums_json,
     digest,
     read_checksums,
+    read_tensors,
     read_verified,
     verify_file,
     write_files,
@@ -154,8 +156,9 @@ def save_pretrained(
     model: AlbertPreTrainedModel, out_dir: str | Path, spm_model_path: str | Path | None = None
 ) -> str:
     """Write config.json, model.safetensors, (optionally) spm.model and checksums.json into out_dir (a
-    folder or URL). Each file appears whole (pipelines.core.storage.write_bytes), checksums.json last."""
-    from safetensors.torch import save as st_save
+    folder or URL). Each file appears whole (model.checksums.write_files), checksums.json last; the
+    weights go straight to their file (safetensors save_file), never through one bytes object."""
+    from safetensors.torch import save_file
 
     out = str(out_dir)
     spm = _spm_bytes(spm_model_path) if spm_model_path is not None else None  # before writing anything
@@ -164,7 +167,7 @@ def save_pretrained(
     if hasattr(model, "num_labels"):  # fine-tuning heads: their width, for load_pretrained
         config["num_labels"] = model.num_labels
     files = {
-        WEIGHTS_NAME: st_save(canonical_state_dict(model), metadata={"format": "pt"}),
+        WEIGHTS_NAME: partial(save_file, canonical_state_dict(model), metadata={"format": "pt"}),
         CONFIG_NAME: (json.dumps(config, indent=2, sort_keys=True) + "\n").encode(),
     }
     if spm is not None:
@@ -198,19 +201,12 @@ def _parse_config(folder: str, data: bytes) -> tuple[AlbertConfig, dict]:
         raise CheckpointError(f"{path}: {err}") from None
 
 
-def _parse_weights(folder: str, data: bytes) -> dict[str, torch.Tensor]:
-    """safetensors' own parse is strict (header, offsets, the file covered exactly); non-finite weights
-    are never written (model.checkpoint.save refuses them), so they mean a damaged file."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load as st_load
-
+def _parse_weights(folder: str, sums: dict[str, str] | None) -> dict[str, torch.Tensor]:
+    """The weights, verified and loaded from disk (model.checksums.read_tensors: safetensors' own parse
+    is strict: header, offsets, the file covered exactly); non-finite weights are never written
+    (model.checkpoint.save refuses them), so they mean a damaged file."""
     path = storage.join(folder, WEIGHTS_NAME)
-    try:
-        state = st_load(data)
-    except SafetensorError as err:
-        raise CheckpointError(
-            f"{path} is truncated or corrupt ({err}); use another checkpoint or copy this one again"
-        ) from None
+    state = read_tensors(folder, WEIGHTS_NAME, sums)
     bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
         raise CheckpointError(
@@ -230,7 +226,7 @@ def read_checkpoint(ckpt_dir: str | Path) -> tuple[AlbertConfig, dict[str, torch
             raise CheckpointError(f"{d} is not a checkpoint folder: {name} is missing")
     sums = read_checksums(d)
     config, raw = _parse_config(d, read_verified(d, CONFIG_NAME, sums))
-    state = _parse_weights(d, read_verified(d, WEIGHTS_NAME, sums))
+    state = _parse_weights(d, sums)
     if sums is not None and SPM_NAME in sums:  # evaluate, finetune and export read it next
         verify_file(d, SPM_NAME, sums)
     return config, state, raw
@@ -325,7 +321,7 @@ def export_hf(
     local path or a URL. Everything is read, verified and converted before `out_dir` is claimed
     (pipelines.outdir: new, empty, an earlier export, or --force) and written, so a bad checkpoint or
     report leaves no output behind. Files get the umask's mode (group-readable under the usual 022)."""
-    from safetensors.torch import save as st_save
+    from safetensors.torch import save_file
 
     from model.hf_tokenizer import identity_vocabulary, tokenizer_files
     from model.model_card import model_card
@@ -353,7 +349,7 @@ def export_hf(
     hf_config = config.to_hf_dict()
     hf_config.pop("sharing", None)
     files = {
-        WEIGHTS_NAME: st_save(state, metadata={"format": "pt"}),
+        WEIGHTS_NAME: partial(save_file, state, metadata={"format": "pt"}),
         CONFIG_NAME: (json.dumps(hf_config, indent=2, sort_keys=True) + "\n").encode(),
     }
     spm_path = storage.join(ckpt, SPM_NAME)

@@ -13,6 +13,9 @@ Baselines, measured on exactly the same eval predictions:
   own most frequent label (an oracle constant) is reported beside it. The unigram loss baseline is the
   cross-entropy of the train label distribution (add-one smoothed) on the eval labels.
 - SOP: chance (50%), and always predicting the train split's majority label.
+The train label counts come from at most --baseline-records train instances spread over the train
+files, and are cached per train split in --baseline-cache when given (model/baselines.py); the report's
+`baseline_counts` says how many records they come from and whether the cache answered.
 
 Accuracies carry 95% Wilson score intervals. They treat predictions as independent trials; masked
 tokens of one sequence are correlated, so the MLM interval is somewhat optimistic.
@@ -35,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from model.baselines import DEFAULT_RECORDS, train_label_counts
 from model.convert import SPM_NAME, parse_spm
 from model.reports import check_report_out, write_report
 from model.samples import Baselines, EvalSample
@@ -56,7 +60,13 @@ class EvaluateOptions:
     batch_size: int = opt(64)
     max_batches: int | None = opt(None, "evaluate only this many batches")
     device: str = opt("auto", "auto (cuda if available, else cpu), cpu, cuda")
-    baseline_records: int | None = opt(None, "train instances read for the baselines (default all)")
+    baseline_records: int = opt(
+        DEFAULT_RECORDS,
+        "train instances read for the baselines, spread over the train files (model/baselines.py)",
+    )
+    baseline_cache: str | None = opt(
+        None, "folder that caches the baselines' train label counts per train split (default: none)"
+    )
 
 
 def _acc(correct: float, n: float) -> dict:
@@ -178,7 +188,8 @@ def evaluate_checkpoint(
     batch_size: int = 64,
     max_batches: int | None = None,
     device: str = "auto",
-    baseline_records: int | None = None,
+    baseline_records: int = DEFAULT_RECORDS,
+    baseline_cache: str | None = None,
     log=print,
 ) -> dict:
     """Everything `albert evaluate` reports, as a dict (see the module docstring)."""
@@ -197,8 +208,12 @@ def evaluate_checkpoint(
             f"instances have length {eval_data.max_seq_length}, the model covers {model.config.max_position_embeddings}"
         )
     started = time.time()
-    log(f"baseline label counts from the train split ({train_data.num_records or '?'} instances)")
-    train_tokens, train_sop = label_counts(train_data, V, baseline_records)
+    had = train_label_counts(train_data, V, baseline_records, baseline_cache, check_ids)
+    log(
+        f"baseline label counts from {had.counts.records} of {train_data.num_records or '?'} train instances"
+        + (f" (cache {had.cache}: {had.cache_file})" if had.cache_file else "")
+    )
+    train_tokens, train_sop = had.counts.tokens, had.counts.sop
     eval_tokens = np.zeros(V, dtype=np.int64)
     eval_sop = np.zeros(2, dtype=np.int64)
     top_train, majority = int(train_tokens.argmax()), int(train_sop.argmax())
@@ -279,6 +294,7 @@ def evaluate_checkpoint(
                 "source": "train split labels",
             },
         },
+        "baseline_counts": had.report(train_data.num_records, baseline_records),
         "note": "95% Wilson intervals; MLM predictions of one sequence are not independent",
         "per_sequence": samples,
     }
@@ -330,6 +346,10 @@ def run_evaluate(opts: EvaluateOptions) -> dict:
     its per-sequence file, print the summary. Returns the report as written to --out."""
     from model.checkpoint import resolve
 
+    if opts.baseline_records < 1:
+        raise UserError(f"--baseline-records must be at least 1, got {opts.baseline_records}")
+    if opts.baseline_cache is not None:
+        storage.check_writable_folder(opts.baseline_cache, "--baseline-cache")
     checkpoint = resolve(opts.checkpoint)
     out = opts.out or storage.join(checkpoint, "eval.json")
     per_sequence = per_sequence_path(out)
@@ -342,6 +362,7 @@ def run_evaluate(opts: EvaluateOptions) -> dict:
         max_batches=opts.max_batches,
         device=opts.device,
         baseline_records=opts.baseline_records,
+        baseline_cache=opts.baseline_cache,
         log=lambda msg: print(msg, file=sys.stderr),
     )
     write_report(per_sequence, report.pop("per_sequence"), indent=None)

@@ -5,7 +5,9 @@ A document is a plain dict (it crosses Beam and JSON boundaries unchanged):
     {"id": str, "source": str, "title": str, "url": str, "sentences": [str, ...],
      "words": [[str, ...], ...]   # optional: a gold word segmentation, one list per sentence}
 
-Readers here are generators: they stream, so memory does not grow with the input.
+Readers here are generators: they stream, so memory does not grow with the input. A reader may mark
+a document `"_cut": True` when it ended it at a size cap rather than at a boundary of the input (see
+`read_text_documents`); the instance stage counts those in its notes.
 """
 
 from __future__ import annotations
@@ -75,31 +77,56 @@ def open_text(path: str) -> io.TextIOBase:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
 
 
-def _read_lines(path: str) -> Iterator[str]:
-    """The lines of `path` (open_text); a damaged file raises UnreadableFile naming it."""
+# Size caps of one text document. Blank lines end documents; a file without them (or with one
+# endless line) would otherwise be ONE document held whole in memory: a 10 GB file, 10 GB of strings.
+# A document that reaches a cap ends there and the text goes on as the next document. The caps sit far
+# above real documents (the sample's are ~4 KB, news articles and encyclopedia entries rarely pass
+# 100 KB), so their output is unchanged, and the character cap equals the instance stage's default
+# group size (InstanceConfig.group_chars): a cut document is at most one packing group.
+MAX_DOCUMENT_CHARS = 1_000_000
+MAX_DOCUMENT_SENTENCES = 100_000  # ~100 bytes of Python object per sentence: ~10 MB at most
+
+
+def _read_lines(path: str, max_chars: int | None = None) -> Iterator[str]:
+    """The lines of `path` (open_text); a damaged file raises UnreadableFile naming it. With
+    `max_chars`, a longer line comes in pieces of at most that many characters (the last piece ends
+    with the newline), so one line never needs more memory than that."""
     with open_text(path) as f:
         try:
-            yield from f
+            if max_chars is None:
+                yield from f
+            else:
+                while line := f.readline(max_chars):
+                    yield line
         except READ_ERRORS as err:
             raise unreadable(path, err) from None
 
 
 def read_text_documents(path: str) -> Iterator[dict]:
     """The original generator's input format: one sentence per line, a blank line between documents.
+    A document also ends when it reaches MAX_DOCUMENT_CHARS or MAX_DOCUMENT_SENTENCES (it is then
+    marked `"_cut": True`) and the text goes on as the next document; a line over MAX_DOCUMENT_CHARS
+    is read as several sentences of at most that length.
 
     Document ids are `text:<file name>:<n>` (position in the file: stable for a fixed file)."""
     name = storage.basename(path)
     sentences: list[str] = []
+    chars = 0
     n = 0
-    for line in _read_lines(path):
+    for line in _read_lines(path, MAX_DOCUMENT_CHARS):
         line = line.strip()
         if line:
             sentences.append(line)
-            continue
-        if sentences:
+            chars += len(line)
+            if chars < MAX_DOCUMENT_CHARS and len(sentences) < MAX_DOCUMENT_SENTENCES:
+                continue
+            yield {**make_document(f"text:{name}:{n}", "text", sentences), "_cut": True}
+        elif sentences:
             yield make_document(f"text:{name}:{n}", "text", sentences)
-            n += 1
-            sentences = []
+        else:
+            continue
+        n += 1
+        sentences, chars = [], 0
     if sentences:
         yield make_document(f"text:{name}:{n}", "text", sentences)
 

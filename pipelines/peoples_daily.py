@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Iterator
 
+from pipelines import documents
 from pipelines.core import storage
 from pipelines.core.errors import UserError
 from pipelines.documents import READ_ERRORS, UnreadableFile, make_document, unreadable
@@ -95,9 +96,11 @@ def _sentences_with_words(words: list[str]) -> tuple[list[str], list[list[str]]]
 def read_articles(path: str | None = None, limit: int | None = None) -> Iterator[dict]:
     """Yield the sample's articles as documents `{id, source, title, url, sentences, words}`.
 
-    Ids are `peoples-daily:199801-NNNNN`, numbered in file order (stable for the shipped file)."""
+    Ids are `peoples-daily:199801-NNNNN`, numbered in file order (stable for the shipped file). An
+    article that reaches documents.MAX_DOCUMENT_CHARS (a file without headlines) ends there, marked
+    `"_cut": True`, and goes on as the next one, as text documents do."""
     path = path or sample_path()
-    n = 0
+    n = chars = 0
     sentences: list[str] = []
     words: list[list[str]] = []
     title = ""
@@ -117,13 +120,20 @@ def read_articles(path: str | None = None, limit: int | None = None) -> Iterator
             n += 1
             if limit is not None and n >= limit:
                 return
-            sentences, words, title, in_body = [], [], "", False
+            sentences, words, title, in_body, chars = [], [], "", False, 0
         if headline and not title:
             title = text
         s, w = _sentences_with_words(line_words)
         sentences.extend(s)
         words.extend(w)
+        chars += len(text)
         if not headline and not text.startswith(("（", "(")):
             in_body = True
+        if chars >= documents.MAX_DOCUMENT_CHARS:
+            yield {**flush(), "_cut": True}
+            n += 1
+            if limit is not None and n >= limit:
+                return
+            sentences, words, title, in_body, chars = [], [], "", False, 0
     if sentences:
         yield flush()

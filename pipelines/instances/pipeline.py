@@ -4,6 +4,7 @@
       | Reshuffle                                      spread input files over workers
       | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each
                           -> "read": {documents_read, skipped: {reason: n}} per input file
+                             (notes per split count repairs, and text documents cut at a size cap)
                              (+ skipped-<file>.jsonl.gz: the dead letter, every record with its reason)
       | WriteGroupFiles   -> stats dict per written file            one TFRecord file per (group, dupe)
       | CombineGlobally(merge_stats) | WriteStats      -> stats.json
@@ -105,6 +106,8 @@ class ReadGroups(beam.DoFn):
             n_read += 1
             self.read.inc()
             doc_notes: Counter = Counter()
+            if doc.get("_cut"):  # ended at the reader's size cap, not at a blank line (documents.py)
+                doc_notes["documents_cut_at_size_cap"] += 1
             prepared = prepare_document(doc, cfg.whole_word, doc_notes, self.normalizer)
             if isinstance(prepared, str):
                 self.skipped.inc()

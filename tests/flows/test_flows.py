@@ -457,3 +457,38 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     d = decide(cand, prod, GateConfig(), downstream=downstream_pairs(down))
     assert [c["ok"] for c in d.checks if c["metric"] == "mlm_loss"] == [True]
     assert not d.promote and any("downstream_accuracy" in r and "regress" in r for r in d.reasons)
+
+
+def test_a_promotion_reads_the_train_split_once_for_its_baselines(chain, tmp_path, monkeypatch):
+    """Candidate and production are evaluated in one promotion, and the baselines' train label counts
+    depend on the train split only: read once in the first promotion (not once per model), never
+    again in a later one on the same split, and cached beside the evaluations, not in the instances."""
+    import model.baselines
+    from flows.promote import promote
+    from flows.registry import Registry
+
+    reads = []
+    count_labels = model.baselines.count_labels
+
+    def counting(*args):
+        counts = count_labels(*args)
+        reads.append(counts.records)
+        return counts
+
+    monkeypatch.setattr(model.baselines, "count_labels", counting)
+    r = chain["result"]
+    ckpt, inst = r["pretrain"]["checkpoint"], r["instances"]["dir"]
+    registry = str(tmp_path / "registry")
+    reg = Registry(registry)
+    reg.set_production(
+        reg.register(perturbed_copy(ckpt, str(tmp_path / "worse")), {"mlm_loss": 99.0}, {}), None
+    )
+    listing = sorted(os.listdir(inst))
+
+    first = promote(candidate=ckpt, registry=registry, instances_dir=inst, max_regression=0.5)
+    assert first["production_metrics"] is not None  # two models were evaluated
+    assert len(reads) == 1 and reads[0] > 0
+    promote(candidate=ckpt, registry=registry, instances_dir=inst)
+    assert len(reads) == 1  # the same split: every count came from the cache
+    assert len(os.listdir(tmp_path / "evals" / "baselines")) == 1
+    assert sorted(os.listdir(inst)) == listing  # nothing written into the instance stage's folder

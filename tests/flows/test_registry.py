@@ -236,6 +236,11 @@ class FakeBlob:
             raise PreconditionFailed(self.name)
         return data
 
+    def download_to_file(self, file_obj, if_generation_match=None):  # the client streams in chunks
+        data = self.download_as_bytes(if_generation_match)
+        for at in range(0, len(data), 3):
+            file_obj.write(data[at : at + 3])
+
     def upload_from_string(self, data, content_type=None, if_generation_match=None):
         with self.bucket.lock:
             self.bucket.calls.append(("upload", self.name, if_generation_match))

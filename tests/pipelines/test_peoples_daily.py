@@ -26,3 +26,20 @@ def test_articles_are_many_small_documents_with_gold_words():
 
 def test_limit():
     assert len(list(read_articles(limit=5))) == 5
+
+
+def test_a_file_without_headlines_is_cut_at_the_document_cap(tmp_path, monkeypatch):
+    """Articles end at headlines; a file without any would be one article that grows with the file.
+    It is cut at documents.MAX_DOCUMENT_CHARS instead, nothing lost, the cuts marked."""
+    from pipelines import documents
+
+    monkeypatch.setattr(documents, "MAX_DOCUMENT_CHARS", 500)
+    line = "  ".join(["这/r", "是/v", "没有/v", "标题/n", "的/u", "正文/n", "，/w"] * 4 + ["完/v", "。/w"])
+    path = tmp_path / "body.txt"
+    path.write_text((line + "\n") * 100, "utf-8")  # 42 characters a line, no headline
+    articles = list(read_articles(str(path)))
+    assert len(articles) == 9  # a cut after every 12 lines (504 characters), 4 lines left over
+    assert all(a.get("_cut") for a in articles[:-1]) and "_cut" not in articles[-1]
+    assert all(sum(map(len, a["sentences"])) < 500 + 42 for a in articles)
+    assert "".join(s for a in articles for s in a["sentences"]) == "".join(parse_line(line)) * 100
+    assert len(list(read_articles(str(path), limit=3))) == 3

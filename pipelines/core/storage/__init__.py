@@ -12,7 +12,8 @@ Listings are never cached: another process (the trainer, a Beam worker) may have
 This is the one package that touches user-given paths; everything else calls it, as
 `from pipelines.core import storage; storage.read_json(path)`. Modules: paths (names, and the
 fsspec filesystem of a URL), files (querying, reading and writing single files), folders (folders
-that appear whole, folder transfers, local stand-ins for remote files and folders).
+that appear whole, folder transfers, local stand-ins for remote files and folders, and local places
+to write big files at that end up whole at a path or URL).
 """
 
 from pipelines.core.storage.files import (
@@ -45,8 +46,10 @@ from pipelines.core.storage.folders import (
     check_writable_folder,
     get_dir,
     local_file,
+    local_file_for,
     local_folder_for,
     put_dir,
+    staged_folder,
     write_folder,
 )
 from pipelines.core.storage.paths import (
@@ -81,6 +84,7 @@ __all__ = [
     "join",
     "listdir",
     "local_file",
+    "local_file_for",
     "local_folder_for",
     "local_path",
     "makedirs",
@@ -96,6 +100,7 @@ __all__ = [
     "rename",
     "sha256",
     "size",
+    "staged_folder",
     "subdirs",
     "write_bytes",
     "write_folder",

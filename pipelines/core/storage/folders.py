@@ -1,6 +1,6 @@
 """Folders: a folder that appears whole or not at all (a checkpoint), whole-folder transfers, local
-stand-ins for remote files and folders (for libraries that only open local paths), and checks that
-a folder can be written."""
+stand-ins for remote files and folders (for libraries that only open or write local paths), and
+checks that a folder can be written."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 from pipelines.core.errors import UserError
-from pipelines.core.storage.files import copy, isdir, isfile, remove, write_bytes
+from pipelines.core.storage.files import copy, isdir, isfile, remove
 from pipelines.core.storage.paths import basename, filesystem, is_url, join, local_path, protocol
 
 
@@ -41,17 +41,20 @@ def check_writable_folder(path: str, what: str) -> None:
         raise UserError(f"{what} {path} is not writable: permission denied on {existing}")
 
 
-def write_folder(path: str, files: dict[str, bytes], marker: str) -> None:
-    """Write a folder of files that must appear complete or not at all (a checkpoint); `marker` (one of
-    `files`) is what readers take as "complete". Locally: a hidden temporary folder beside it, renamed
-    into place (atomic). On an object store there is no folder rename: the files are written in place
-    and the marker LAST, after removing whatever an earlier attempt left there."""
-    ordered = {name: data for name, data in files.items() if name != marker}
-    ordered[marker] = files[marker]
+@contextlib.contextmanager
+def staged_folder(path: str, marker: str) -> Iterator[str]:
+    """A local folder for the block to fill, that becomes `path` complete or not at all; `marker` (a
+    file the block writes) is what readers take as "complete". Files are written as files, never
+    gathered in memory (a checkpoint's weights). Locally: a hidden temporary folder beside `path`,
+    renamed into place when the block ends (atomic). On an object store there is no folder rename: a
+    local temporary folder whose files are uploaded (streamed) after removing whatever an earlier
+    attempt left at `path`, the marker LAST. Nothing appears when the block raises."""
     if is_url(path):
-        remove(path, recursive=True)
-        for name, data in ordered.items():
-            write_bytes(join(path, name), data)
+        with tempfile.TemporaryDirectory(prefix="albert-put-") as tmp:
+            yield tmp
+            remove(path, recursive=True)
+            for name in [n for n in sorted(os.listdir(tmp)) if n != marker] + [marker]:
+                copy(os.path.join(tmp, name), join(path, name))  # one streamed upload each
         return
     final = os.path.abspath(local_path(path))
     parent = os.path.dirname(final)
@@ -59,15 +62,22 @@ def write_folder(path: str, files: dict[str, bytes], marker: str) -> None:
     tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
     os.makedirs(tmp)
     try:
-        for name, data in ordered.items():
-            with open(os.path.join(tmp, name), "xb") as f:
-                f.write(data)
+        yield tmp
         if os.path.exists(final):  # a leftover of an earlier attempt
             shutil.rmtree(final)
         os.replace(tmp, final)
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
+
+
+def write_folder(path: str, files: dict[str, bytes], marker: str) -> None:
+    """Write a folder of small files that must appear complete or not at all (staged_folder);
+    `marker` (one of `files`) is what readers take as "complete"."""
+    with staged_folder(path, marker) as tmp:
+        for name, data in files.items():
+            with open(os.path.join(tmp, name), "xb") as f:
+                f.write(data)
 
 
 def put_dir(local_dir: str, dst: str) -> list[str]:
@@ -126,6 +136,29 @@ def local_folder_for(dst: str) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="albert-put-") as tmp:
         yield tmp
         put_dir(tmp, dst)
+
+
+@contextlib.contextmanager
+def local_file_for(dst: str) -> Iterator[str]:
+    """A local path for the block to write one file at, that becomes `dst` whole when the block ends:
+    locally a hidden temporary name beside `dst`, renamed into place (atomic); for a URL a temporary
+    file, then one streamed upload. Nothing appears at `dst` when the block raises. For files too big
+    to build in memory first (write_bytes takes the whole content)."""
+    if is_url(dst):
+        with tempfile.TemporaryDirectory(prefix="albert-put-") as tmp:
+            target = os.path.join(tmp, basename(dst))
+            yield target
+            copy(target, dst)
+        return
+    final = os.path.abspath(local_path(dst))
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 class Mirror:

@@ -57,3 +57,22 @@ def test_cli_errors_are_one_line(tmp_path, vocab_dir, capsys):
         albert(["instances", "--vocab", vocab_dir, "--out", str(tmp_path / "o"), "--dupe-factor", "0"]) == 2
     )
     assert "dupe_factor" in capsys.readouterr().err
+
+
+def test_text_without_blank_lines_is_cut_and_the_cuts_are_counted(tmp_path, vocab_dir, monkeypatch):
+    """A text file without one blank line becomes several documents at the reader's size cap (not one
+    that grows with the file), and the instance stage reports how many were cut in its notes."""
+    from pipelines import documents
+
+    monkeypatch.setattr(documents, "MAX_DOCUMENT_CHARS", 400)
+    path = tmp_path / "block.txt"
+    path.write_text("".join(f"这是没有空行的第{i:04d}句话，后面还有。\n" for i in range(210)), "utf-8")
+    out = str(tmp_path / "out")
+    code = albert(["instances", "--text", str(path), "--vocab", vocab_dir, "--out", out,
+                   "--max-seq-length", "128", "--max-predictions", "20", "--eval-fraction", "0",
+                   "--runner=DirectRunner", "--direct_running_mode=in_memory"])  # fmt: skip
+    assert code == 0
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    docs = m["counts"]["train"]["documents"]
+    assert docs == 11  # 20 characters a line: a cut after every 20 lines, 10 lines left over
+    assert m["counts"]["train"]["notes"]["documents_cut_at_size_cap"] == docs - 1
