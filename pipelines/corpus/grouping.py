@@ -29,7 +29,7 @@ import xxhash
 from apache_beam.transforms.window import GlobalWindows
 
 PARTITIONS = 256
-FLUSH_ENTRIES = 20_000
+FLUSH_ENTRIES = 5_000
 
 
 def partition_of(key, partitions: int) -> int:

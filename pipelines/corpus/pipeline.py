@@ -87,7 +87,7 @@ class ReadSources(beam.PTransform):
 
 # --- clean -------------------------------------------------------------------------------------------------
 
-DOCS, REJECTED, HASHES, SIGNATURES, LINES = "docs", "rejected", "hashes", "signatures", "lines"
+DOCS, REJECTED, HASHES, HANDLES, LINES = "docs", "rejected", "hashes", "handles", "lines"
 
 
 class _Clean(beam.DoFn):
@@ -131,11 +131,11 @@ class _Clean(beam.DoFn):
                 _count(f"lines_removed/{rule}", n)
             if verdict == "doc":
                 text_hash, sig, line_keys = fingerprints
-                name, index = self.spill.add(doc)
+                stem, position = self.spill.add(doc, sig)
                 chars = sum(len(line) for line in doc["lines"])
-                yield doc["id"], doc_ref(text_hash, doc["title"], doc["where"], name, index, chars)
+                yield doc["id"], doc_ref(text_hash, doc["title"], doc["where"], stem, position, chars)
                 yield beam.pvalue.TaggedOutput(HASHES, (text_hash, doc["id"]))
-                yield beam.pvalue.TaggedOutput(SIGNATURES, (doc["id"], sig))
+                yield beam.pvalue.TaggedOutput(HANDLES, (doc["id"], (text_hash, stem, position)))
                 yield beam.pvalue.TaggedOutput(LINES, (doc["id"], line_keys))
                 rec = None
         if rec is not None:
@@ -144,7 +144,7 @@ class _Clean(beam.DoFn):
 
 
 class CleanDocuments(beam.PTransform):
-    """Raw records -> DoOutputsTuple: main (id, DocRef), REJECTED, HASHES, SIGNATURES, LINES; the cleaned
+    """Raw records -> DoOutputsTuple: main (id, DocRef), REJECTED, HASHES, HANDLES, LINES; the cleaned
     documents are in spill files under `spill_dir`."""
 
     def __init__(self, opts: CorpusOptions, spill_dir: str):
@@ -153,7 +153,7 @@ class CleanDocuments(beam.PTransform):
 
     def expand(self, records):
         return records | "Clean" >> beam.ParDo(_Clean(self.opts, self.spill_dir)).with_outputs(
-            REJECTED, HASHES, SIGNATURES, LINES, main=DOCS
+            REJECTED, HASHES, HANDLES, LINES, main=DOCS
         )
 
 
@@ -179,8 +179,9 @@ def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
     """
     tmp = storage.join(out_dir, TMP_DIR)
     refs = cleaned[DOCS]
-    fingerprints = {tag: cleaned[tag] for tag in (HASHES, SIGNATURES, LINES)}
-    exact, near, line_removals = fingerprints | "Deduplicate" >> Deduplicate(opts)
+    fingerprints = {tag: cleaned[tag] for tag in (HASHES, HANDLES, LINES)}
+    spill_dir = storage.join(tmp, SPILL_DIR)
+    exact, near, line_removals = fingerprints | "Deduplicate" >> Deduplicate(opts, spill_dir)
     # Shard count from the characters cleaned (before dedup): known before the final pass, so the
     # final pass writes each kept document straight into its shard's piece.
     shard_count = (
@@ -190,7 +191,6 @@ def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
         | "ShardCount" >> beam.Map(shard_count_for, opts.shard_chars, opts.shards)
     )
     verdicts = {"ref": refs, "exact": exact, "near": near, "lines": line_removals} | "Verdicts" >> Verdicts()
-    spill_dir = storage.join(tmp, SPILL_DIR)
     final = verdicts | "FinalPass" >> FinalPass(opts, spill_dir, tmp, beam.pvalue.AsSingleton(shard_count))
     doc_summaries = final[PIECES] | "WriteDocs" >> MergeShards(out_dir, shard_count)
     rejected = (cleaned[REJECTED], final[REJECTED]) | "AllRejected" >> beam.Flatten()

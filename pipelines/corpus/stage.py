@@ -16,7 +16,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from pipelines import outdir
-from pipelines.core import storage
+from pipelines.core import malloc, storage
 from pipelines.core.errors import StageFailed, UserError
 from pipelines.core.manifest import MANIFEST, write_manifest
 from pipelines.corpus.dedup import NS
@@ -60,6 +60,7 @@ def beam_flags(runner: str, extra: list[str], staging_dir: str | None = None) ->
     names = _flag_names(flags)
     flags += ["--runner", runner]
     if runner in ("DirectRunner", "direct"):
+        malloc.limit_arenas()  # this process and the workers it starts (pipelines/core/malloc.py)
         if "--direct_running_mode" not in names:
             flags += ["--direct_running_mode", "multi_processing"]
         if "--direct_num_workers" not in names:
