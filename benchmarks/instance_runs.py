@@ -64,11 +64,13 @@ def _child_ours(spec: dict) -> dict:
 
 def _child_core(spec: dict) -> dict:
     """The pipeline's per-group work without Beam: documents are read first (untimed), then grouped
-    per input file and split exactly as `ReadGroups` does, and built for every dupe index."""
+    per input file exactly as `ReadGroups` does (pipelines.instances.grouping), and built for every
+    dupe index."""
     from collections import Counter
 
     from pipelines.documents import corpus_files, read_jsonl_documents
-    from pipelines.instance_builder import build_group, encode_group, prepare_document, split_of
+    from pipelines.instance_builder import build_group, encode_group, prepare_document
+    from pipelines.instances.grouping import Grouper
     from pipelines.tokenizer import Tokenizer
 
     config = _instance_config(spec)
@@ -77,24 +79,18 @@ def _child_core(spec: dict) -> dict:
     totals = Counter()
     baseline = _own_peak_rss_mb()  # the documents are already in memory here
     cpu, wall = time.process_time(), time.perf_counter()
-    for docs in files:
-        pending, chars, groups = {"train": [], "eval": []}, {"train": 0, "eval": 0}, []
+    for index, docs in enumerate(files):
+        grouper, groups = Grouper(index, config), []
         for doc in docs:
-            prepared = prepare_document(doc, config.whole_word, Counter(), tokenizer.normalizer)
-            if isinstance(prepared, str):
-                continue
-            split = split_of(prepared.id, config.eval_fraction)
-            pending[split].append(prepared)
-            chars[split] += prepared.chars
-            if chars[split] >= config.group_chars:
-                groups.append(pending[split])
-                pending[split], chars[split] = [], 0
-        groups += [g for g in pending.values() if g]
-        for group in groups:
-            stream = encode_group(group, tokenizer, config.whole_word)
-            totals["documents"] += len(group)
+            notes = Counter()
+            prepared = prepare_document(doc, config.whole_word, notes, tokenizer.normalizer)
+            if not isinstance(prepared, str):
+                groups += grouper.add(prepared, notes)
+        for group in groups + list(grouper.finish()):
+            stream = encode_group(group.docs, tokenizer, config.whole_word)
+            totals["documents"] += group.documents
             for dupe in range(config.dupe_factor):
-                _, stats = build_group(group, tokenizer, config, dupe, stream)
+                _, stats = build_group(group.docs, tokenizer, config, dupe, stream)
                 totals.update({k: stats[k] for k in ("instances", "real_tokens", "positions", "masked")})
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return _figures(**totals, cpu_s=cpu, wall_s=wall, rss_after_imports_mb=baseline)

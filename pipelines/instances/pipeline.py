@@ -2,7 +2,8 @@
 
     inputs: [(index, kind, path)]                      one element per input file, sorted by path
       | Reshuffle                                      spread input files over workers
-      | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each
+      | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each,
+                             < 2 * group_chars (longer documents are cut: pipelines.instances.grouping)
                           -> "read": {documents_read, skipped: {reason: n}} per input file
                              (+ skipped-<file>.jsonl.gz: the dead letter, every record with its reason)
       | WriteGroupFiles   -> stats dict per written file            one TFRecord file per (group, dupe)
@@ -20,7 +21,6 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
-from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -30,26 +30,16 @@ from pipelines.core import storage
 from pipelines.documents import UnreadableFile
 from pipelines.instance_builder import (
     InstanceConfig,
-    PreparedDoc,
     build_group,
     encode_group,
     merge_stats,
     prepare_document,
-    split_of,
 )
+from pipelines.instances.grouping import Group, Grouper
 from pipelines.text_normalizer import TextNormalizer
 from pipelines.tokenizer import Tokenizer
 
 NAMESPACE = "albert.instances"
-
-
-@dataclass
-class Group:
-    file_index: int
-    split: str
-    index: int
-    docs: list[PreparedDoc]
-    notes: dict  # repairs counted while preparing these documents
 
 
 def iter_documents(kind: str, path: str):
@@ -94,10 +84,7 @@ class ReadGroups(beam.DoFn):
     def process(self, item):
         file_index, kind, path = item
         cfg = self.config
-        pending = {"train": [], "eval": []}
-        chars = {"train": 0, "eval": 0}
-        count = {"train": 0, "eval": 0}
-        notes = {"train": Counter(), "eval": Counter()}
+        grouper = Grouper(file_index, cfg)
         skipped: list[dict] = []
         n_read = 0
         unreadable: list[str] = []
@@ -116,17 +103,8 @@ class ReadGroups(beam.DoFn):
                 )  # fmt: skip
                 continue
             self.kept.inc()
-            split = split_of(prepared.id, cfg.eval_fraction)
-            pending[split].append(prepared)
-            chars[split] += prepared.chars
-            notes[split].update(doc_notes)
-            if chars[split] >= cfg.group_chars:
-                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
-                count[split] += 1
-                pending[split], chars[split], notes[split] = [], 0, Counter()
-        for split in ("train", "eval"):
-            if pending[split]:
-                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
+            yield from grouper.add(prepared, doc_notes)
+        yield from grouper.finish()
         if skipped:
             dead_letter = storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz")
             lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped)
@@ -161,7 +139,7 @@ class WriteGroupFiles(beam.DoFn):
             self.instances.inc(stats["instances"])
             self.tokens.inc(stats["real_tokens"])
             if dupe == 0:  # document-level counts once per group, not once per copy
-                stats["documents"] = len(group.docs)
+                stats["documents"] = group.documents  # a document cut at the cap counts once
                 stats["sentences"] = sum(len(d.sentences) for d in group.docs)
                 stats["characters"] = sum(d.chars for d in group.docs)
                 stats["notes"] = dict(group.notes)
