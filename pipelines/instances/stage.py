@@ -120,7 +120,7 @@ def run_pipeline(
     with beam.Pipeline(options=options) as p:
         _ = (
             p
-            | "Inputs" >> beam.Create(inputs)
+            | "Inputs" >> beam.Create(inputs, reshuffle=False)  # CreateInstances spreads them
             | "CreateInstances" >> CreateInstances(vocab_model, out_dir, config)
         )
     elapsed = time.time() - started
