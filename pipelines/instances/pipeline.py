@@ -160,6 +160,13 @@ class _MergeStats(beam.CombineFn):
         return out
 
     def extract_output(self, acc):
+        # Lists of files concatenate in the order the workers finished: put them in a canonical order,
+        # so that stats.json, like the TFRecords, depends on the input only (not on the runner).
+        for split in ("train", "eval"):
+            if "files" in acc.get(split, {}):
+                acc[split]["files"] = sorted(acc[split]["files"], key=lambda f: f["name"])
+        if "unreadable" in acc:
+            acc["unreadable"] = sorted(acc["unreadable"])
         return acc
 
 

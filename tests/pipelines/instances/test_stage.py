@@ -52,6 +52,7 @@ def test_two_runs_are_byte_identical_and_workers_do_not_matter(tmp_path, corpus,
         ["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
     )  # fmt: skip
     assert ma["outputs"] and ma["outputs"] == mb["outputs"], "same files with the same sha256"
+    assert open(os.path.join(a, "stats.json")).read() == open(os.path.join(b, "stats.json")).read()
 
 
 def test_dupe_factor_gives_new_masks_for_the_same_text(tmp_path, corpus, vocab_dir):
