@@ -143,3 +143,28 @@ def test_a_run_over_a_huge_document_accounts_for_every_sentence(tmp_path, sample
     assert len(records) == sum(stats[s]["instances"] for s in ("train", "eval") if s in stats) > 100
     for r in records:
         check_instance(r)
+
+
+def test_cli_cuts_a_text_file_without_line_breaks(tmp_path, sample_docs, vocab_dir, capsys):
+    """A text file of one line far over --group-chars (the miniature of a 500 MB line): pieces of at
+    most --group-chars characters, valid instances, and the cut reported."""
+    from flows.cli import main as albert
+
+    line = "".join(s for d in sample_docs[:30] for s in d["sentences"])
+    assert len(line) > 10_000
+    path = tmp_path / "one-line.txt"
+    path.write_text(line + "\n", encoding="utf-8")
+    out = str(tmp_path / "out")
+    code = albert(["instances", "--text", str(path), "--vocab", vocab_dir, "--out", out,
+                   "--max-seq-length", "128", "--max-predictions", "20", "--eval-fraction", "0",
+                   "--group-chars", "2000", "--runner=DirectRunner", "--direct_running_mode=in_memory"])  # fmt: skip
+    assert code == 0
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    notes = m["counts"]["train"]["notes"]
+    assert notes["documents_split_at_cap"] == notes["sentences_cut_at_cap"] == 1
+    assert notes["document_pieces_at_cap"] == notes["sentence_pieces_at_cap"] == -(-len(line) // 2000)
+    assert m["summary"]["accounting"]["balanced"] and m["summary"]["train"]["documents"] == 1
+    assert len(m["outputs"]) >= 5, "one group per piece or two, not one for the whole line"
+    for r in parse_dir(out):
+        check_instance(r)
+    assert "documents longer than --group-chars 2,000, cut into pieces: 1" in capsys.readouterr().out
