@@ -3,11 +3,12 @@ and writes (one TFRecord file per group and dupe index). Pure; no Beam.
 
 A group takes consecutive documents of its split until it holds `group_chars` characters
 (InstanceConfig.group_chars). A worker holds a whole group, tokenized, with all its instances, so no
-document may make a group unbounded: a document longer than `group_chars` is cut into pieces of at
-most that many characters, at sentence ends, and each piece is a document of its own for packing, with
-the id `<id>#<k>` (k = 0, 1, ...). A sentence itself longer than the cap (a text file without line
-breaks) is first cut every `group_chars` characters, or at word ends for `--whole-word gold` (a
-single word longer than the cap stays whole). A group then holds fewer than 2 * group_chars characters.
+document may make a group unbounded: a document longer than `group_chars` is cut, at sentence ends,
+into pieces that each fill a group (the first one what the group being filled can still take), and
+each piece is a document of its own for packing, with the id `<id>#<k>` (k = 0, 1, ...). A sentence
+itself longer than `group_chars` (a text file without line breaks) is first cut every `group_chars`
+characters, or at word ends for `--whole-word gold` (a single word longer than that stays whole). A
+group then holds less than `group_chars` plus one sentence: fewer than 2 * group_chars characters.
 
 Documents within the cap are untouched (same ids, same groups: the output is what it was before the
 cap). The pieces of a document all go to the split of the document's own id, the document is counted
@@ -62,9 +63,13 @@ def cut_sentence(
     return pieces
 
 
-def split_document(doc: PreparedDoc, max_chars: int, notes: Counter) -> list[PreparedDoc]:
-    """[doc] when it holds at most max_chars characters; else its pieces (see the module docstring),
-    in order, the cuts counted in `notes`."""
+def split_document(
+    doc: PreparedDoc, max_chars: int, notes: Counter, room: int | None = None
+) -> list[PreparedDoc]:
+    """[doc] when it holds at most max_chars characters; else its pieces, in order, the cuts counted in
+    `notes`. A piece ends at the first sentence end where it reaches its target: `room` (what the
+    group being filled can still take; default max_chars) for the first piece, max_chars for the next;
+    the last piece is what remains."""
     if doc.chars <= max_chars:
         return [doc]
     sentences: list[str] = []
@@ -80,13 +85,14 @@ def split_document(doc: PreparedDoc, max_chars: int, notes: Counter) -> list[Pre
         notes["sentence_pieces_at_cap"] += len(cut)
         sentences += [text for text, _ in cut]
         words += [w for _, w in cut]
-    bounds, start, size = [], 0, 0  # [start, end) sentence ranges of the pieces
+    bounds, start, size, target = [], 0, 0, room or max_chars  # [start, end) sentences of the pieces
     for k, sentence in enumerate(sentences):
-        if k > start and size + len(sentence) > max_chars:
-            bounds.append((start, k))
-            start, size = k, 0
         size += len(sentence)
-    bounds.append((start, len(sentences)))
+        if size >= target:
+            bounds.append((start, k + 1))
+            start, size, target = k + 1, 0, max_chars
+    if start < len(sentences):
+        bounds.append((start, len(sentences)))
     notes["documents_split_at_cap"] += 1
     notes["document_pieces_at_cap"] += len(bounds)
     return [
@@ -121,7 +127,7 @@ class Grouper:
     def add(self, doc: PreparedDoc, notes: Counter) -> Iterator[Group]:
         """Add one document (its repairs counted in `notes`); yields the groups it completes."""
         split = split_of(doc.id, self.eval_fraction)  # the document's id: all its pieces go together
-        pieces = split_document(doc, self.group_chars, notes)
+        pieces = split_document(doc, self.group_chars, notes, self.group_chars - self.chars[split])
         self.notes[split].update(notes)
         for k, piece in enumerate(pieces):
             self.pending[split].append(piece)
