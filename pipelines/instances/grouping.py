@@ -93,6 +93,10 @@ def split_document(
             start, size, target = k + 1, 0, max_chars
     if start < len(sentences):
         bounds.append((start, len(sentences)))
+    if len(bounds) == 1:  # only its last sentence reaches the target: it fills the group whole
+        if len(sentences) == len(doc.sentences):
+            return [doc]
+        return [PreparedDoc(doc.id, sentences, words if doc.words is not None else None, doc.chars)]  # type: ignore[arg-type]
     notes["documents_split_at_cap"] += 1
     notes["document_pieces_at_cap"] += len(bounds)
     return [

@@ -124,6 +124,11 @@ def test_a_sentence_longer_than_the_cap_is_cut_at_characters_or_gold_words():
         [text[2000:], "又一句。"],
     ]
     assert split_document(doc, 3000, notes := Counter()) == [doc] and not notes
+    # just over the cap, and only its last sentence reaches it: the document fills a group whole
+    assert split_document(doc, 2805, notes := Counter()) == [doc] and not notes
+    whole = split_document(doc, 2000, notes := Counter(), room=2900)
+    assert [(p.id, p.sentences) for p in whole] == [("d", ["短句。", text[:2000], text[2000:], "又一句。"])]
+    assert notes == {"sentences_cut_at_cap": 1, "sentence_pieces_at_cap": 2}
 
 
 def test_a_run_over_a_huge_document_accounts_for_every_sentence(tmp_path, sample_docs, vocab_dir, tokenizer):
