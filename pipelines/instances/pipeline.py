@@ -18,8 +18,8 @@ driver (pipelines.instances.stage) decides what that means for the run.
 
 from __future__ import annotations
 
-import gzip
 import json
+import zlib
 from collections import Counter
 
 import apache_beam as beam
@@ -85,34 +85,59 @@ class ReadGroups(beam.DoFn):
         file_index, kind, path = item
         cfg = self.config
         grouper = Grouper(file_index, cfg)
-        skipped: list[dict] = []
+        dead = DeadLetter(storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz"))
+        reasons: Counter = Counter()
         n_read = 0
         unreadable: list[str] = []
-        for n, doc in enumerate(_documents(kind, path, unreadable)):
-            n_read += 1
-            self.read.inc()
-            doc_notes: Counter = Counter()
-            prepared = prepare_document(doc, cfg.whole_word, doc_notes, self.normalizer)
-            if isinstance(prepared, str):
-                self.skipped.inc()
-                Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
-                doc_id = doc.get("id")
-                skipped.append(
-                    {"id": doc_id if isinstance(doc_id, str) else None, "reason": prepared,
-                     "where": doc.get("_where", f"{path}#{n}"), "raw": doc.get("_raw")}
-                )  # fmt: skip
-                continue
-            self.kept.inc()
-            yield from grouper.add(prepared, doc_notes)
-        yield from grouper.finish()
-        if skipped:
-            dead_letter = storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz")
-            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped)
-            storage.write_bytes(dead_letter, gzip.compress(lines.encode(), mtime=0))
-        read = {"documents_read": n_read, "skipped": dict(Counter(r["reason"] for r in skipped))}
+        try:
+            for n, doc in enumerate(_documents(kind, path, unreadable)):
+                n_read += 1
+                self.read.inc()
+                doc_notes: Counter = Counter()
+                prepared = prepare_document(doc, cfg.whole_word, doc_notes, self.normalizer)
+                if isinstance(prepared, str):
+                    self.skipped.inc()
+                    Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
+                    reasons[prepared] += 1
+                    doc_id = doc.get("id")
+                    dead.write(
+                        {"id": doc_id if isinstance(doc_id, str) else None, "reason": prepared,
+                         "where": doc.get("_where", f"{path}#{n}"), "raw": doc.get("_raw")}
+                    )  # fmt: skip
+                    continue
+                self.kept.inc()
+                yield from grouper.add(prepared, doc_notes)
+            yield from grouper.finish()
+        finally:
+            dead.close()
+        read = {"documents_read": n_read, "skipped": dict(reasons)}
         if unreadable:
             read["unreadable"] = [f"{unreadable[0]}, after {n_read} documents"]
         yield beam.pvalue.TaggedOutput("read", read)
+
+
+class DeadLetter:
+    """`skipped-<file>.jsonl.gz`, written record by record as documents are skipped, never held: an
+    input file with many broken records must not fill a worker's memory before the stage can fail on
+    them. Created on the first record (no file when nothing was skipped). One gzip member, deflated
+    as a stream: the bytes of `gzip.compress(all lines, mtime=0)` (zlib's own gzip framing)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = None
+        self._deflate = None
+
+    def write(self, record: dict) -> None:
+        if self._file is None:
+            self._file = storage.open_write(self.path)
+            self._deflate = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: gzip header and trailer
+        self._file.write(self._deflate.compress((json.dumps(record, ensure_ascii=False) + "\n").encode()))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.write(self._deflate.flush())
+            self._file.close()
+            self._file = self._deflate = None
 
 
 class WriteGroupFiles(beam.DoFn):
