@@ -2,7 +2,8 @@
 
 `run_child(spec)` starts `python -m benchmarks.instance_runs SPEC`, which runs the configuration the
 JSON `spec` names (kind: ours, core or reference) and prints its figures as one JSON line; the parent
-adds the child's peak RSS, read by `os.wait4`, so every configuration's memory is its own.
+adds the child's peak RSS and the CPU of the whole process (the whole command), read by `os.wait4`,
+so every configuration's memory and CPU are its own.
 """
 
 from __future__ import annotations
@@ -36,19 +37,33 @@ def _instance_config(spec: dict):
 
 
 def _child_ours(spec: dict) -> dict:
-    from pipelines.instances import resolve_inputs, run_pipeline
+    """`albert instances` itself, as a user runs it (flows.cli.main; its printout goes to stderr).
+    The timed region starts after Beam and the stage are imported; the parent adds the whole
+    process's CPU (`command_cpu_s`)."""
+    import contextlib
+    import importlib
 
-    config = _instance_config(spec)
-    inputs = resolve_inputs(None, spec["corpus"])
-    beam_args = ["--runner=DirectRunner"]
+    from flows.cli import main as albert
+
+    importlib.import_module("pipelines.instances.cli")  # Beam: imported outside the timed region
+    argv = [
+        "instances", "--corpus", spec["corpus"], "--vocab", spec["vocab"], "--out", spec["out"],
+        "--max-seq-length", str(spec["max_seq_length"]), "--max-predictions", str(spec["max_predictions"]),
+        "--dupe-factor", str(spec["dupe_factor"]), "--whole-word", spec["mode"], "--runner=DirectRunner",
+    ]  # fmt: skip
     if spec["workers"] == 1:
-        beam_args.append("--direct_running_mode=in_memory")
+        argv.append("--direct_running_mode=in_memory")
     else:
-        beam_args += ["--direct_running_mode=multi_processing", f"--direct_num_workers={spec['workers']}"]
+        argv += ["--direct_running_mode=multi_processing", f"--direct_num_workers={spec['workers']}"]
     baseline = _own_peak_rss_mb()
     cpu, wall = _cpu_seconds(), time.perf_counter()
-    manifest = run_pipeline(inputs, spec["vocab"], spec["out"], config, beam_args)
+    with contextlib.redirect_stdout(sys.stderr):
+        code = albert(argv)
     cpu, wall = _cpu_seconds() - cpu, time.perf_counter() - wall
+    if code != 0:
+        raise RuntimeError(f"albert instances exited with {code}")
+    with open(os.path.join(spec["out"], "manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
     counts = [manifest["counts"][s] for s in ("train", "eval") if s in manifest["counts"]]
     return _figures(
         documents=sum(c.get("documents", 0) for c in counts),
@@ -64,11 +79,13 @@ def _child_ours(spec: dict) -> dict:
 
 def _child_core(spec: dict) -> dict:
     """The pipeline's per-group work without Beam: documents are read first (untimed), then grouped
-    per input file and split exactly as `ReadGroups` does, and built for every dupe index."""
+    per input file exactly as `ReadGroups` does (pipelines.instances.grouping), and built for every
+    dupe index."""
     from collections import Counter
 
     from pipelines.documents import corpus_files, read_jsonl_documents
-    from pipelines.instance_builder import build_group, encode_group, prepare_document, split_of
+    from pipelines.instance_builder import build_group, encode_group, prepare_document
+    from pipelines.instances.grouping import Grouper
     from pipelines.tokenizer import Tokenizer
 
     config = _instance_config(spec)
@@ -77,24 +94,18 @@ def _child_core(spec: dict) -> dict:
     totals = Counter()
     baseline = _own_peak_rss_mb()  # the documents are already in memory here
     cpu, wall = time.process_time(), time.perf_counter()
-    for docs in files:
-        pending, chars, groups = {"train": [], "eval": []}, {"train": 0, "eval": 0}, []
+    for index, docs in enumerate(files):
+        grouper, groups = Grouper(index, config), []
         for doc in docs:
-            prepared = prepare_document(doc, config.whole_word, Counter(), tokenizer.normalizer)
-            if isinstance(prepared, str):
-                continue
-            split = split_of(prepared.id, config.eval_fraction)
-            pending[split].append(prepared)
-            chars[split] += prepared.chars
-            if chars[split] >= config.group_chars:
-                groups.append(pending[split])
-                pending[split], chars[split] = [], 0
-        groups += [g for g in pending.values() if g]
-        for group in groups:
-            stream = encode_group(group, tokenizer, config.whole_word)
-            totals["documents"] += len(group)
+            notes = Counter()
+            prepared = prepare_document(doc, config.whole_word, notes, tokenizer.normalizer)
+            if not isinstance(prepared, str):
+                groups += grouper.add(prepared, notes)
+        for group in groups + list(grouper.finish()):
+            stream = encode_group(group.docs, tokenizer, config.whole_word)
+            totals["documents"] += group.documents
             for dupe in range(config.dupe_factor):
-                _, stats = build_group(group, tokenizer, config, dupe, stream)
+                _, stats = build_group(group.docs, tokenizer, config, dupe, stream)
                 totals.update({k: stats[k] for k in ("instances", "real_tokens", "positions", "masked")})
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return _figures(**totals, cpu_s=cpu, wall_s=wall, rss_after_imports_mb=baseline)
@@ -168,7 +179,12 @@ def run_child(spec: dict) -> dict:
     result = json.loads(out.decode().strip().splitlines()[-1])
     kb = usage.ru_maxrss  # KiB on Linux, bytes on macOS
     result["peak_rss_mb"] = round(kb / 2**20 if sys.platform == "darwin" else kb / 1024, 1)
-    result["process_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)  # imports included
+    # The whole command: interpreter start, imports and the processes it waited for (Beam workers)
+    command_cpu_s = usage.ru_utime + usage.ru_stime
+    result["command_cpu_s"] = round(command_cpu_s, 3)
+    result["command_tokens_per_cpu_s"] = (
+        round(result["real_tokens"] / command_cpu_s) if command_cpu_s else None
+    )
     return result
 
 

@@ -83,6 +83,9 @@ class EncodedDoc:
 class Tokenizer:
     """A SentencePiece model plus the per-piece tables that whole-word masking needs."""
 
+    RUN_CACHE_LIMIT = 200_000
+    """Runs memoised by `_encode_runs` before the memo starts over (it bounds a worker's memory)."""
+
     def __init__(self, model_proto: bytes):
         import sentencepiece as spm
 
@@ -247,9 +250,10 @@ class Tokenizer:
         cache = self._run_cache
         missing = [r for r in set(runs) if r not in cache]
         if missing:
-            if len(cache) + len(missing) > 200_000:
+            if len(cache) + len(missing) > self.RUN_CACHE_LIMIT:
                 cache.clear()
                 self._context_runs.clear()
+                missing = list(set(runs))  # this call's runs that were memoised went too
             # One thread: a thread pool per call costs more than these short runs take to encode.
             for r, ids in zip(missing, self.seg.encode(missing, num_threads=1)):
                 cache[r] = ids[1:-1]

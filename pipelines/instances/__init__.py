@@ -1,6 +1,7 @@
 """The instance stage: documents -> ALBERT pretraining TFRecords (`albert instances`).
 
-Modules: options (InstancesOptions, the InstanceConfig they describe), pipeline (the Beam transforms),
+Modules: options (InstancesOptions, the InstanceConfig they describe), grouping (documents -> groups,
+long documents cut at the cap), pipeline (the Beam transforms),
 accounting (the checks a run must pass before it is published), stage (inputs, the run, the
 manifest), cli. The per-document work (normalise, tokenize, pack, mask, encode) is
 pipelines.instance_builder's; this package reads, groups, calls it, and writes.

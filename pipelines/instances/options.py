@@ -62,7 +62,10 @@ class InstancesOptions:
         choices=WHOLE_WORD_MODES,
     )
     eval_fraction: float = opt(_INSTANCE.eval_fraction, "documents held out (by id hash)")
-    group_chars: int = opt(_INSTANCE.group_chars, "characters per packing group (memory per worker)")
+    group_chars: int = opt(
+        _INSTANCE.group_chars,
+        "characters per packing group (memory per worker); longer documents are cut into pieces",
+    )
     seed: int = opt(_INSTANCE.seed, "")
     runner: str = opt("DirectRunner", "Beam runner; other Beam options pass through", run=True)
 

@@ -1,13 +1,14 @@
 """The Beam transforms of the instance stage: input files -> TFRecord files of ALBERT instances.
 
     inputs: [(index, kind, path)]                      one element per input file, sorted by path
-      | Reshuffle                                      spread input files over workers
-      | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each
+      | GroupByKey(file index)                         spread input files over workers
+      | ReadGroups        -> Group(file, split, n, [PreparedDoc])   ~group_chars characters each,
+                             < 2 * group_chars (longer documents are cut: pipelines.instances.grouping)
                           -> "read": {documents_read, skipped: {reason: n}} per input file
                              (notes per split count repairs, and text documents cut at a size cap)
                              (+ skipped-<file>.jsonl.gz: the dead letter, every record with its reason)
       | WriteGroupFiles   -> stats dict per written file            one TFRecord file per (group, dupe)
-      | CombineGlobally(merge_stats) | WriteStats      -> stats.json
+      | CombineGlobally(merge_stats) | WriteStats      -> stats.json  (never empty: one "read" per file)
 
 Groups are consecutive documents of ONE input file and never need a shuffle of documents, so memory
 per worker is bounded by the group size whatever the corpus size, and the files written depend only on
@@ -18,10 +19,9 @@ driver (pipelines.instances.stage) decides what that means for the run.
 
 from __future__ import annotations
 
-import gzip
 import json
+import zlib
 from collections import Counter
-from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -31,26 +31,16 @@ from pipelines.core import storage
 from pipelines.documents import UnreadableFile
 from pipelines.instance_builder import (
     InstanceConfig,
-    PreparedDoc,
     build_group,
     encode_group,
     merge_stats,
     prepare_document,
-    split_of,
 )
+from pipelines.instances.grouping import Group, Grouper
 from pipelines.text_normalizer import TextNormalizer
 from pipelines.tokenizer import Tokenizer
 
 NAMESPACE = "albert.instances"
-
-
-@dataclass
-class Group:
-    file_index: int
-    split: str
-    index: int
-    docs: list[PreparedDoc]
-    notes: dict  # repairs counted while preparing these documents
 
 
 def iter_documents(kind: str, path: str):
@@ -95,49 +85,62 @@ class ReadGroups(beam.DoFn):
     def process(self, item):
         file_index, kind, path = item
         cfg = self.config
-        pending = {"train": [], "eval": []}
-        chars = {"train": 0, "eval": 0}
-        count = {"train": 0, "eval": 0}
-        notes = {"train": Counter(), "eval": Counter()}
-        skipped: list[dict] = []
+        grouper = Grouper(file_index, cfg)
+        dead = DeadLetter(storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz"))
+        reasons: Counter = Counter()
         n_read = 0
         unreadable: list[str] = []
-        for n, doc in enumerate(_documents(kind, path, unreadable)):
-            n_read += 1
-            self.read.inc()
-            doc_notes: Counter = Counter()
-            if doc.get("_cut"):  # ended at the reader's size cap, not at a blank line (documents.py)
-                doc_notes["documents_cut_at_size_cap"] += 1
-            prepared = prepare_document(doc, cfg.whole_word, doc_notes, self.normalizer)
-            if isinstance(prepared, str):
-                self.skipped.inc()
-                Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
-                doc_id = doc.get("id")
-                skipped.append(
-                    {"id": doc_id if isinstance(doc_id, str) else None, "reason": prepared,
-                     "where": doc.get("_where", f"{path}#{n}"), "raw": doc.get("_raw")}
-                )  # fmt: skip
-                continue
-            self.kept.inc()
-            split = split_of(prepared.id, cfg.eval_fraction)
-            pending[split].append(prepared)
-            chars[split] += prepared.chars
-            notes[split].update(doc_notes)
-            if chars[split] >= cfg.group_chars:
-                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
-                count[split] += 1
-                pending[split], chars[split], notes[split] = [], 0, Counter()
-        for split in ("train", "eval"):
-            if pending[split]:
-                yield Group(file_index, split, count[split], pending[split], dict(notes[split]))
-        if skipped:
-            dead_letter = storage.join(self.out_dir, f"skipped-{file_index:05d}.jsonl.gz")
-            lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped)
-            storage.write_bytes(dead_letter, gzip.compress(lines.encode(), mtime=0))
-        read = {"documents_read": n_read, "skipped": dict(Counter(r["reason"] for r in skipped))}
+        try:
+            for n, doc in enumerate(_documents(kind, path, unreadable)):
+                n_read += 1
+                self.read.inc()
+                doc_notes: Counter = Counter()
+                if doc.get("_cut"):  # ended at the reader's size cap, not at a blank line (documents.py)
+                    doc_notes["documents_cut_at_size_cap"] += 1
+                prepared = prepare_document(doc, cfg.whole_word, doc_notes, self.normalizer)
+                if isinstance(prepared, str):
+                    self.skipped.inc()
+                    Metrics.counter(NAMESPACE, f"skipped_{prepared}").inc()
+                    reasons[prepared] += 1
+                    doc_id = doc.get("id")
+                    dead.write(
+                        {"id": doc_id if isinstance(doc_id, str) else None, "reason": prepared,
+                         "where": doc.get("_where", f"{path}#{n}"), "raw": doc.get("_raw")}
+                    )  # fmt: skip
+                    continue
+                self.kept.inc()
+                yield from grouper.add(prepared, doc_notes)
+            yield from grouper.finish()
+        finally:
+            dead.close()
+        read = {"documents_read": n_read, "skipped": dict(reasons)}
         if unreadable:
             read["unreadable"] = [f"{unreadable[0]}, after {n_read} documents"]
         yield beam.pvalue.TaggedOutput("read", read)
+
+
+class DeadLetter:
+    """`skipped-<file>.jsonl.gz`, written record by record as documents are skipped, never held: an
+    input file with many broken records must not fill a worker's memory before the stage can fail on
+    them. Created on the first record (no file when nothing was skipped). One gzip member, deflated
+    as a stream: the bytes of `gzip.compress(all lines, mtime=0)` (zlib's own gzip framing)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = None
+        self._deflate = None
+
+    def write(self, record: dict) -> None:
+        if self._file is None:
+            self._file = storage.open_write(self.path)
+            self._deflate = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: gzip header and trailer
+        self._file.write(self._deflate.compress((json.dumps(record, ensure_ascii=False) + "\n").encode()))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.write(self._deflate.flush())
+            self._file.close()
+            self._file = self._deflate = None
 
 
 class WriteGroupFiles(beam.DoFn):
@@ -164,7 +167,7 @@ class WriteGroupFiles(beam.DoFn):
             self.instances.inc(stats["instances"])
             self.tokens.inc(stats["real_tokens"])
             if dupe == 0:  # document-level counts once per group, not once per copy
-                stats["documents"] = len(group.docs)
+                stats["documents"] = group.documents  # a document cut at the cap counts once
                 stats["sentences"] = sum(len(d.sentences) for d in group.docs)
                 stats["characters"] = sum(d.chars for d in group.docs)
                 stats["notes"] = dict(group.notes)
@@ -185,6 +188,13 @@ class _MergeStats(beam.CombineFn):
         return out
 
     def extract_output(self, acc):
+        # Lists of files concatenate in the order the workers finished: put them in a canonical order,
+        # so that stats.json, like the TFRecords, depends on the input only (not on the runner).
+        for split in ("train", "eval"):
+            if "files" in acc.get(split, {}):
+                acc[split]["files"] = sorted(acc[split]["files"], key=lambda f: f["name"])
+        if "unreadable" in acc:
+            acc["unreadable"] = sorted(acc["unreadable"])
         return acc
 
 
@@ -203,7 +213,11 @@ class CreateInstances(beam.PTransform):
     def expand(self, inputs):
         read = (
             inputs
-            | "SpreadInputs" >> beam.Reshuffle()
+            # One key per input file, so files spread over workers: a GroupByKey does what a Reshuffle
+            # would here, in fewer steps for the runner to plan and run (part of the fixed cost).
+            | "KeyByFile" >> beam.Map(lambda item: (item[0], item))
+            | "SpreadInputs" >> beam.GroupByKey()
+            | "Unkey" >> beam.FlatMap(lambda kv: kv[1])
             | "ReadGroups"
             >> beam.ParDo(ReadGroups(self.config, self.out_dir, self.vocab_model)).with_outputs(
                 "read", main="groups"
@@ -215,7 +229,7 @@ class CreateInstances(beam.PTransform):
         _ = (
             (file_stats, read.read)
             | "AllStats" >> beam.Flatten()
-            | "MergeStats" >> beam.CombineGlobally(_MergeStats())
+            | "MergeStats" >> beam.CombineGlobally(_MergeStats()).without_defaults()
             | "WriteStats" >> beam.Map(_write_json, storage.join(self.out_dir, "stats.json"))
         )
         return file_stats

@@ -120,7 +120,7 @@ def run_pipeline(
     with beam.Pipeline(options=options) as p:
         _ = (
             p
-            | "Inputs" >> beam.Create(inputs)
+            | "Inputs" >> beam.Create(inputs, reshuffle=False)  # CreateInstances spreads them
             | "CreateInstances" >> CreateInstances(vocab_model, out_dir, config)
         )
     elapsed = time.time() - started
@@ -201,6 +201,12 @@ def run_instances(opts: InstancesOptions, beam_args: list[str] | None = None) ->
             f"fill {s['fill_rate']:.1%}, masked {s['masked_fraction']:.1%} ({s['masked_per_instance']} per instance), "
             f"SOP swapped {s['sop_swapped_fraction']:.1%}"
         )
+    cut = sum(
+        manifest["counts"].get(s, {}).get("notes", {}).get("documents_split_at_cap", 0)
+        for s in ("train", "eval")
+    )
+    if cut:
+        print(f"documents longer than --group-chars {opts.group_chars:,}, cut into pieces: {cut:,}")
     skipped = manifest["counts"].get("skipped", {})
     if skipped:
         print("skipped documents: " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items())))

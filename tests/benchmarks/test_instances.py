@@ -82,6 +82,7 @@ def test_reference_word_starts_and_truncation(tokenizer):
 def test_bench_on_a_tiny_slice(tmp_path):
     r = run_instances_bench(
         max_seq_length=128,
+        dupe_factors=(1, 2),
         modes=("zh",),
         documents=50,
         reference_docs=50,
@@ -89,17 +90,46 @@ def test_bench_on_a_tiny_slice(tmp_path):
         log=lambda msg: None,
     )
     assert r["sample_documents"] == 50 and r["reference_documents"] == 50
-    row = r["modes"]["zh"]
-    for who in ("ours", "core", "reference"):
-        f = row[who]
-        assert f["real_tokens"] > 0 and f["instances"] > 0 and f["cpu_s"] > 0
-        assert f["tokens_per_cpu_s"] > 0 and f["peak_rss_mb"] > 0
-        assert 0 < f["fill_rate"] <= 1 and 0.1 < f["masked_fraction"] < 0.2
-    assert row["ours"]["real_tokens"] == row["core"]["real_tokens"]  # same work, with and without Beam
-    assert row["ours"]["documents"] == 50 and row["reference"]["documents"] == 50
-    assert set(row["ratios"]) == {"beam_throughput", "core_throughput", "fill_rate", "peak_rss"}
+    assert r["config"]["dupe_factors"] == [1, 2]
+    by_dupe = r["modes"]["zh"]["dupe"]
+    assert set(by_dupe) == {"1", "2"}, "every dupe factor measured in the same run"
+    for row in by_dupe.values():
+        for who in ("ours", "core", "reference"):
+            f = row[who]
+            assert f["real_tokens"] > 0 and f["instances"] > 0 and f["cpu_s"] > 0
+            assert f["tokens_per_cpu_s"] > 0 and f["peak_rss_mb"] > 0
+            assert 0 < f["fill_rate"] <= 1 and 0.1 < f["masked_fraction"] < 0.2
+            # the whole command holds the work, plus the interpreter and the imports
+            assert (
+                f["command_cpu_s"] > f["cpu_s"] and 0 < f["command_tokens_per_cpu_s"] < f["tokens_per_cpu_s"]
+            )
+        assert row["ours"]["real_tokens"] == row["core"]["real_tokens"]  # same work, with and without Beam
+        assert row["ours"]["documents"] == 50 and row["reference"]["documents"] == 50
+        assert set(row["ratios"]) == {
+            "command_throughput", "beam_throughput", "core_throughput", "fill_rate", "peak_rss"
+        }  # fmt: skip
+    one, two = by_dupe["1"], by_dupe["2"]
+    # a copy per dupe, each packed with its own random short targets: about twice the tokens
+    assert 1.9 < two["ours"]["real_tokens"] / one["ours"]["real_tokens"] < 2.1
+    per_dupe = r["modes"]["zh"]["per_dupe"]
+    assert set(per_dupe) == {"ours", "core", "reference"}
+    for who, p in per_dupe.items():
+        key = "cpu_s" if who == "core" else "command_cpu_s"
+        assert p["cpu_s"] + p["fixed_cpu_s"] == pytest.approx(one[who][key], abs=2e-3)
     m = r["memory_scaling"]
+    assert m["dupe_factor"] == 1
     assert set(m["ours_mb"]) == set(m["reference_mb"]) == {"1x", "3x"}
     assert all(v > 0 for v in [*m["ours_mb"].values(), *m["reference_mb"].values()])
     table = format_table(r)
     assert "reference" in table and "tokens / CPU-s" in table and "memory scaling" in table
+    assert "dupe 1" in table and "dupe 2" in table and "whole command" in table
+
+
+def test_bench_dupe_factors_option():
+    from benchmarks.instances import _dupe_factors
+    from pipelines.core.errors import UserError
+
+    assert _dupe_factors("1,10") == (1, 10)
+    for bad in ("", "0,10", "1,1", "a"):
+        with pytest.raises(UserError):
+            _dupe_factors(bad)

@@ -126,3 +126,18 @@ def test_gold_word_starts_match_the_gold_segmentation(any_tokenizer, sample_docs
             assert np.array_equal(got[inner], expected[inner])
             checked += 1
     assert checked > 200
+
+
+def test_the_run_memo_starting_over_changes_nothing(tokenizer, sample_docs):
+    """When the memo is full it starts over in the middle of a document: the runs of that document that
+    were memoised must be encoded again (they once raised KeyError, past 200k distinct runs)."""
+    docs = [[s for s in tokenizer.normalizer.many(d["sentences"]) if s] for d in sample_docs[:40]]
+    docs.append([s for s in tokenizer.normalizer.many(MIXED) if s])
+    expected = [tokenizer.encode_document(str(k), d, "zh") for k, d in enumerate(docs)]
+    small = Tokenizer(tokenizer.model_proto)
+    small.RUN_CACHE_LIMIT = 8  # starts over in most documents, with some of their runs memoised
+    for k, d in enumerate(docs):
+        got = small.encode_document(str(k), d, "zh")
+        assert got.ids.tolist() == expected[k].ids.tolist()
+        assert got.word_start.tolist() == expected[k].word_start.tolist()
+    assert len(small._run_cache) <= 8 + max(len(d) * 40 for d in docs)

@@ -64,3 +64,23 @@ def test_create_instances_writes_valid_records(tmp_path, corpus, vocab_dir):
     assert stats["train"]["instances"] == len(records)
     for r in records:
         check_instance(r)
+
+
+def test_the_dead_letter_is_streamed_with_the_bytes_of_one_gzip_compress(tmp_path, sample_docs):
+    """Records go to the file as they come (a file full of broken records is never held in memory),
+    and the file is what compressing all the lines at once gave, byte for byte."""
+    from pipelines.instances.pipeline import DeadLetter
+
+    records = [
+        {"id": f"d{k}", "reason": "malformed_document", "where": f"in.jsonl:{k}", "raw": json.dumps(d, ensure_ascii=False)}
+        for k, d in enumerate(sample_docs * 3)
+    ]  # fmt: skip
+    path = str(tmp_path / "skipped-00000.jsonl.gz")
+    dead = DeadLetter(path)
+    for r in records:
+        dead.write(r)
+    dead.close()
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    assert open(path, "rb").read() == gzip.compress(lines.encode(), mtime=0)
+    DeadLetter(str(tmp_path / "none.jsonl.gz")).close()
+    assert not os.path.exists(tmp_path / "none.jsonl.gz"), "no file when nothing was skipped"

@@ -52,6 +52,7 @@ def test_two_runs_are_byte_identical_and_workers_do_not_matter(tmp_path, corpus,
         ["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
     )  # fmt: skip
     assert ma["outputs"] and ma["outputs"] == mb["outputs"], "same files with the same sha256"
+    assert open(os.path.join(a, "stats.json")).read() == open(os.path.join(b, "stats.json")).read()
 
 
 def test_dupe_factor_gives_new_masks_for_the_same_text(tmp_path, corpus, vocab_dir):
@@ -110,3 +111,28 @@ def test_sop_label_cannot_be_read_off_the_segment_edges(gold_run, vocab_dir):
         hits.append(ends_sentence == (r["next_sentence_labels"][0] == 0))
     n = len(hits)
     assert n > 300 and abs(np.mean(hits) - 0.5) < 4 * np.sqrt(0.25 / n)  # chance: no shortcut
+
+
+def test_a_run_imports_neither_tensorflow_nor_torch(tmp_path, corpus, vocab_dir):
+    """The stage writes TFRecords with its own framing: TensorFlow (seconds to import, ~1 GB) and torch
+    must not be part of its fixed cost, in the driver or in the in-memory workers."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from flows.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(sys.argv[1:])\n"
+        "print(json.dumps([code, sorted({'tensorflow', 'torch', 'prefect'} & set(sys.modules))]))\n"
+    )
+    argv = ["instances", "--corpus", corpus, "--vocab", vocab_dir, "--out", str(tmp_path / "o"),
+            "--max-seq-length", "128", "--max-predictions", "20"]  # fmt: skip
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    out = subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, env=env, cwd=root
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, []]
