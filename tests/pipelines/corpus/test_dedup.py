@@ -10,6 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.corpus import minhash
 from pipelines.corpus.dedup import ConnectedComponents, ExactDuplicates, NearDuplicates, RepeatedLines
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.spill import SpillWriter
 
 ARGS = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 
@@ -40,14 +41,25 @@ def test_connected_components_exact_even_when_rounds_do_not_converge():
             assert_that(out, equal_to(expected))
 
 
+def _handles(folder, sigs: dict[str, bytes]):
+    """Signatures written as the cleaning step writes them (one spill file); their handles."""
+    writer = SpillWriter(str(folder))
+    handles = []
+    for doc_id, sig in sigs.items():
+        stem, position = writer.add({"id": doc_id}, sig)
+        handles.append((doc_id, (f"hash-{doc_id}", stem, position)))
+    writer.close()
+    return handles
+
+
 def _doc_signatures(texts: dict[str, str], opts: CorpusOptions):
-    return [
-        (i, minhash.signature(minhash.shingles(t, opts.shingle_chars), opts.num_perm).tobytes())
+    return {
+        i: minhash.signature(minhash.shingles(t, opts.shingle_chars), opts.num_perm).tobytes()
         for i, t in texts.items()
-    ]
+    }
 
 
-def test_near_duplicates_cluster_and_survivor():
+def test_near_duplicates_cluster_and_survivor(tmp_path):
     rng = random.Random(0)
     base = "".join(
         rng.choice("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动")
@@ -61,7 +73,8 @@ def test_near_duplicates_cluster_and_survivor():
     texts = {"doc-c": base, "doc-a": edited, "doc-b": other, "doc-d": base[:300] + other[:100]}
     opts = CorpusOptions()
     with _pipeline() as p:
-        out = p | beam.Create(_doc_signatures(texts, opts)) | NearDuplicates(opts)
+        handles = _handles(tmp_path, _doc_signatures(texts, opts))
+        out = p | beam.Create(handles) | NearDuplicates(opts, str(tmp_path))
         assert_that(out, equal_to([("doc-c", "doc-a")]))
 
 
@@ -89,29 +102,43 @@ def test_signature_bytes_roundtrip():
     assert np.array_equal(np.frombuffer(sig.tobytes(), dtype=np.uint32), sig)
 
 
-def test_survivor_check_keeps_documents_far_from_their_survivor():
-    from pipelines.corpus.dedup import SurvivorCheck
+def test_survivor_check_keeps_documents_far_from_their_survivor(tmp_path):
+    """The survivor check (ComparePairs on (member, survivor)): signatures read from the spill files."""
+    from pipelines.corpus.near import ComparePairs
 
     s = np.arange(10, dtype=np.uint32)
     close, far = s.copy(), s + 50
     close[0] = 77  # agrees on 9 of 10
     far[:3] = s[:3]  # agrees on 3 of 10: chained into the cluster through someone else
-    sigs = [("a", s.tobytes()), ("b", close.tobytes()), ("c", far.tobytes())]
+    handles = _handles(tmp_path, {"a": s.tobytes(), "b": close.tobytes(), "c": far.tobytes()})
     with _pipeline() as p:
         out = {
-            "removed": p | "r" >> beam.Create([("b", "a"), ("c", "a")]),
-            "sig": p | "s" >> beam.Create(sigs),
-        } | SurvivorCheck(0.6)
+            "pairs": p | "r" >> beam.Create([("b", "a"), ("c", "a")]),
+            "handles": p | "s" >> beam.Create(handles),
+        } | ComparePairs(0.6, str(tmp_path), 40)
         assert_that(out, equal_to([("b", "a")]))
 
 
-def test_big_lsh_buckets_link_members_to_the_smallest(monkeypatch):
-    from pipelines.corpus import dedup
+def test_big_lsh_buckets_link_members_to_the_smallest(monkeypatch, tmp_path):
+    from pipelines.corpus import near
 
-    monkeypatch.setattr(dedup, "BIG_BUCKET", 3)
+    monkeypatch.setattr(near, "BIG_BUCKET", 3)
+    # big bucket (4 > 3 members): every member is paired with the smallest id only
+    assert sorted(near._bucket_candidates(("k", ["d", "b", "c", "e", "b"]), 64)) == [
+        ("b", "c"),
+        ("b", "d"),
+        ("b", "e"),
+    ]
+    # small bucket: each member with its window predecessors, in id order
+    assert sorted(near._bucket_candidates(("k", ["d", "b", "c"]), 64)) == [("b", "c"), ("b", "d"), ("c", "d")]
+    assert sorted(near._bucket_candidates(("k", ["d", "b", "c"]), 1)) == [("b", "c"), ("c", "d")]
     s = np.arange(10, dtype=np.uint32)
     close = s.copy()
     close[0] = 99
-    members = [("d", close.tobytes()), ("b", s.tobytes()), ("c", (s + 7).tobytes()), ("e", s.tobytes())]
-    assert sorted(dedup._bucket_pairs(("k", members), 0.7, 64)) == [("b", "d"), ("b", "e")]
-    assert sorted(dedup._bucket_pairs(("k", members[:3]), 0.7, 64)) == [("b", "d")]  # small: all pairs
+    sigs = {"d": close.tobytes(), "b": s.tobytes(), "c": (s + 7).tobytes(), "e": s.tobytes()}
+    with _pipeline() as p:
+        verified = {
+            "pairs": p | "pairs" >> beam.Create([("b", "c"), ("b", "d"), ("b", "e"), ("b", "d")]),
+            "handles": p | "handles" >> beam.Create(_handles(tmp_path, sigs)),
+        } | near.ComparePairs(0.7, str(tmp_path), 40)
+        assert_that(verified, equal_to([("b", "d"), ("b", "e")]))  # a repeated pair is compared once

@@ -52,7 +52,7 @@ def test_clean_documents_tags_outputs_and_dead_letters_failures(tmp_path):
         out = p | beam.Create(records) | cp.CleanDocuments(OPTS, str(tmp_path / "spill"))
         assert_that(out[cp.DOCS] | "ids" >> beam.Keys(), equal_to(["text:good"]), label="docs")
         assert_that(out[cp.HASHES] | "hv" >> beam.Values(), equal_to(["text:good"]), label="hashes")
-        assert_that(out[cp.SIGNATURES] | "sk" >> beam.Keys(), equal_to(["text:good"]), label="sigs")
+        assert_that(out[cp.HANDLES] | "sk" >> beam.Keys(), equal_to(["text:good"]), label="handles")
         assert_that(
             out[cp.REJECTED] | beam.Map(lambda r: (r["id"], r["reason"], r["dead_letter"])),
             equal_to(
@@ -65,9 +65,11 @@ def test_clean_documents_tags_outputs_and_dead_letters_failures(tmp_path):
             label="rejected",
         )
     # the document's text went to a spill file, and its reference points at it
-    (spill,) = os.listdir(tmp_path / "spill")
-    (doc,) = [json.loads(line) for line in open(tmp_path / "spill" / spill, encoding="utf-8")]
+    spills = sorted(os.listdir(tmp_path / "spill"))
+    assert [name.rsplit(".", 1)[1] for name in spills] == ["jsonl", "sig"]  # one spill file
+    (doc,) = [json.loads(line) for line in open(tmp_path / "spill" / spills[0], encoding="utf-8")]
     assert doc["id"] == "text:good" and doc["lines"] == [BODY]
+    assert os.path.getsize(tmp_path / "spill" / spills[1]) == OPTS.num_perm * 4  # its signature
 
 
 def _run_stage_on(records, out_dir, opts=OPTS):

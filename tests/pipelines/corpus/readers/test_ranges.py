@@ -44,3 +44,15 @@ def test_jsonl_byte_ranges_read_every_line_exactly_once(tmp_path):
     for step in (1, 7, 100, 1000, 10**9):
         recs = _read_all(sources.plan_sources([f"news2016zh:{path}"]), OPTS.replace(jsonl_range_bytes=step))
         assert [r["id"] for r in recs] == [f"news2016zh:n{i}" for i in range(300)], step
+
+
+def test_jsonl_files_are_cut_into_enough_ranges():
+    """Records are cleaned where they are read: a file must make enough ranges to keep every worker
+    busy, never ranges under 1 MiB, never over --jsonl-range-bytes."""
+    from pipelines.corpus.readers.ranges import MIN_RANGE_BYTES, MIN_RANGES, jsonl_step
+
+    mib = 1 << 20
+    assert jsonl_step(52 * mib, 64 * mib) == MIN_RANGE_BYTES  # the 16x scale corpus: 52 ranges
+    assert jsonl_step(10_000 * mib, 64 * mib) == -(-10_000 * mib // MIN_RANGES)  # 64 ranges
+    assert jsonl_step(100_000 * mib, 64 * mib) == 64 * mib  # the cap
+    assert jsonl_step(5000, 7) == 7  # an explicit small range size wins
