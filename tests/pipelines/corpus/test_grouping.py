@@ -73,8 +73,7 @@ def test_partitions_agree_across_processes():
     on it, or a key's entries would be regrouped in different places."""
     keys = ["zhwiki:12", "news2016zh:abc", ("x", 3), 12345678901234567890]
     code = (
-        "from pipelines.corpus.grouping import partition_of; "
-        f"print([partition_of(k, 256) for k in {keys!r}])"
+        f"from pipelines.corpus.grouping import partition_of; print([partition_of(k, 256) for k in {keys!r}])"
     )
     seen = {
         subprocess.run(

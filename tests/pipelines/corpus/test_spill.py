@@ -57,7 +57,10 @@ def test_document_text_never_crosses_a_shuffle(tmp_path, shuffled_bytes):
     """The corpus stage on a real runner: a sentence only one document holds (past the 200-character
     excerpt a rejected record keeps) is in the output, and in no buffer between stages."""
     rng = random.Random(0)
-    pool = BODY.replace("，", "").replace("。", "") + "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动"
+    pool = (
+        BODY.replace("，", "").replace("。", "")
+        + "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动"
+    )
 
     def text():  # six sentences of random characters: passes every quality filter, unlike a repeat
         return "".join("".join(rng.choice(pool) for _ in range(30)) + "。" for _ in range(6))
