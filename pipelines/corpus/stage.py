@@ -28,7 +28,15 @@ from pipelines.deadletter import check_dead_letters
 STATS = "stats.json"
 
 _log = logging.getLogger(__name__)
-_STAGING_FLAGS = ("--sdk_container_image", "--setup_file", "--extra_package", "--extra_packages")
+# Any of these says how workers get the code (an image, or packages): no worker wheel is built then.
+_STAGING_FLAGS = (
+    "--sdk_container_image",
+    "--setup_file",
+    "--extra_package",
+    "--extra_packages",
+    "--environment_config",
+    "--environment_options",
+)
 
 
 # --- Beam options ---------------------------------------------------------------------------------------
@@ -85,6 +93,16 @@ def check_runner_flags(runner: str, flags: list[str]) -> None:
         missing = [f"--{name}" for name in ("project", "region", "temp_location") if not getattr(gcp, name)]
         if missing:
             raise UserError(f"DataflowRunner needs {' '.join(missing)} (see infra/dataflow/README.md)")
+
+
+def check_out_dir(runner: str, out_dir: str) -> None:
+    """Workers write the spill files and shards, and read each other's: on Dataflow --out must be a
+    bucket every worker sees, not a path on the launching machine."""
+    if runner == "DataflowRunner" and not storage.is_url(out_dir):
+        raise UserError(
+            f"--out {out_dir}: DataflowRunner workers cannot write to a path on this machine; "
+            "give a bucket (--out gs://BUCKET/...)"
+        )
 
 
 # --- accounting -----------------------------------------------------------------------------------------
@@ -218,6 +236,7 @@ def run_corpus(
         raise UserError("give at least one --source KIND:PATH")
     if not 0 <= max_dead_letter_fraction <= 1:
         raise UserError(f"--max-dead-letter-fraction must be in [0, 1], got {max_dead_letter_fraction}")
+    check_out_dir(runner, out_dir)
     items = plan_sources(sources)
     flags = beam_flags(runner, extra_beam_flags or [])
     outdir.claim(out_dir, "corpus", force=force)

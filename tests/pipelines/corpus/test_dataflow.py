@@ -176,3 +176,38 @@ def test_dataflow_without_project_region_or_temp_location_is_a_user_error():
 
     with pytest.raises(UserError, match="--project --region --temp_location"):
         beam_flags("DataflowRunner", ["--sdk_container_image", "img"])
+
+
+def test_dataflow_out_must_be_a_bucket(tmp_path):
+    """Workers write spill files and shards under --out: a path on the launching machine is refused
+    before any work (nothing is created there)."""
+    import pytest
+
+    from pipelines.core.errors import UserError
+    from pipelines.corpus.stage import run_corpus
+
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match="give a bucket"):
+        run_corpus(["peoples-daily:"], str(out), runner="DataflowRunner", extra_beam_flags=DATAFLOW_ARGS[2:])
+    assert not out.exists()
+
+
+def test_flink_and_spark_options_as_documented():
+    """The options docs/scale.md gives for Flink and Spark (portable job servers, the worker image as
+    the SDK harness): accepted, parsed as Beam reads them, and no wheel built when an image is given."""
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions, PortableOptions, SparkRunnerOptions
+
+    image = "REGION-docker.pkg.dev/PROJECT/REPO/albert-corpus:TAG"
+    harness = ["--environment_type", "DOCKER", "--environment_config", image]
+    flink = PipelineOptions(beam_flags("FlinkRunner", ["--flink_master", "flink-jobmanager:8081", *harness]))
+    assert flink.view_as(FlinkRunnerOptions).flink_master == "flink-jobmanager:8081"
+    spark = PipelineOptions(
+        beam_flags("SparkRunner", ["--spark_master_url", "spark://spark-master:7077", *harness])
+    )
+    assert spark.view_as(SparkRunnerOptions).spark_master_url == "spark://spark-master:7077"
+    portable = PipelineOptions(beam_flags("PortableRunner", ["--job_endpoint", "localhost:8099", *harness]))
+    assert portable.view_as(PortableOptions).job_endpoint == "localhost:8099"
+    for options in (flink, spark, portable):
+        assert options.view_as(PortableOptions).environment_type == "DOCKER"
+        assert options.view_as(PortableOptions).environment_config == image
+        assert options.view_as(SetupOptions).extra_packages is None
