@@ -12,7 +12,7 @@ Then, against the input characters of each scale: the growth exponent of every f
 slope of log(figure) on log(characters); also over the last step alone, where a run's fixed cost, which
 flattens the fit, matters least), the corpus stage's peak RSS per added document (slope of the
 tree's peak RSS on documents read) and the largest corpus it predicts on a 24 GB machine, and the
-near-duplicate recall and precision at the largest scale next to the smallest. Targets (issue 13):
+near-duplicate recall and precision at the largest scale next to the smallest. Targets:
   - CPU exponent <= 1.05 per stage (cost linear in the input);
   - instances: peak RSS per worker flat, taken as exponent <= 0.10 (at most 1.32x over 16x input);
   - corpus: <= 12 KB of peak RSS per added document (zhwiki's 1.3M articles then fit in 24 GB);

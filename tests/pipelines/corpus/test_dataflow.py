@@ -199,8 +199,13 @@ def test_flink_and_spark_options_as_documented():
 
     image = "REGION-docker.pkg.dev/PROJECT/REPO/albert-corpus:TAG"
     harness = ["--environment_type", "DOCKER", "--environment_config", image]
-    flink = PipelineOptions(beam_flags("FlinkRunner", ["--flink_master", "flink-jobmanager:8081", *harness]))
+    flink = PipelineOptions(
+        beam_flags(
+            "FlinkRunner", ["--flink_master", "flink-jobmanager:8081", "--flink_version", "1.19", *harness]
+        )
+    )
     assert flink.view_as(FlinkRunnerOptions).flink_master == "flink-jobmanager:8081"
+    assert flink.view_as(FlinkRunnerOptions).flink_version == "1.19"
     spark = PipelineOptions(
         beam_flags("SparkRunner", ["--spark_master_url", "spark://spark-master:7077", *harness])
     )
