@@ -21,7 +21,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import math
 
 import apache_beam as beam
@@ -38,13 +37,14 @@ from pipelines.corpus.spill import dumps, merge_pieces, piece_path, read_spill, 
 PIECES, REJECTED = "pieces", "rejected"
 
 
-def _count(name: str, n: int = 1) -> None:
+def increment(name: str, n: int = 1) -> None:
+    """Increment a counter of the stage (namespace `corpus`, read back into stats.json)."""
     Metrics.counter(NS, name).inc(n)
 
 
 def count_rejected(rec: dict) -> None:
     kind = "dead_letter" if rec["dead_letter"] else "dropped"
-    _count(f"{kind}/{rec['source']}/{rec['reason']}")
+    increment(f"{kind}/{rec['source']}/{rec['reason']}")
 
 
 def doc_ref(text_hash: str, title: str, where: str, spill: str, position: int, chars: int) -> tuple:
@@ -119,7 +119,7 @@ class _FinalPass(beam.DoFn):
                     [doc], exact, near, {tuple(r) for r in removals}, self.opts
                 )
                 for rule, n in removed.items():
-                    _count(f"lines_removed/{rule}", n)
+                    increment(f"lines_removed/{rule}", n)
             else:
                 kept, dropped = [], [clean.rejected(doc, verdict[0], "dedup", verdict[1])]
             for rec in dropped:
@@ -155,15 +155,12 @@ class FinalPass(beam.PTransform):
 # --- output --------------------------------------------------------------------------------------------------
 
 
-def _gzip_lines(lines, each=None) -> bytes:
-    """Lines -> gzip bytes (mtime 0, no file name: identical content gives identical bytes); `each`
-    is called with every line."""
+def _gzip_lines(lines) -> bytes:
+    """Lines -> gzip bytes (mtime 0, no file name: identical content gives identical bytes)."""
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
         for line in lines:
             gz.write(line.encode("utf-8") + b"\n")
-            if each:
-                each(line)
     return buf.getvalue()
 
 
@@ -198,13 +195,15 @@ class _MergeShard(beam.DoFn):
         index, paths = kv
         by_key: dict[str, int] = {}
 
-        def tally(line: str) -> None:
-            key = _summary_key("docs", json.loads(line))
-            by_key[key] = by_key.get(key, 0) + 1
+        def tallied_lines():
+            for line, record in merge_pieces(p for p in paths if p):
+                key = _summary_key("docs", record)
+                by_key[key] = by_key.get(key, 0) + 1
+                yield line
 
-        data = _gzip_lines(merge_pieces(p for p in paths if p), tally)
+        data = _gzip_lines(tallied_lines())
         for key, n in by_key.items():
-            _count(key, n)
+            increment(key, n)
         yield _write_shard(self.out_dir, "docs", index, count, data, sum(by_key.values()), by_key)
 
 
@@ -245,7 +244,7 @@ class _WriteShard(beam.DoFn):
         for r in records:
             key = _summary_key(self.prefix, r)
             if self.prefix == "docs":
-                _count(key)
+                increment(key)
             by_key[key] = by_key.get(key, 0) + 1
         yield _write_shard(self.out_dir, self.prefix, index, count, data, len(records), by_key)
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 import json
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
 from pipelines.core import storage
 from pipelines.corpus import clean
-from pipelines.corpus.dedup import NS, Deduplicate
+from pipelines.corpus.dedup import Deduplicate
 from pipelines.corpus.finalize import (
     PIECES,
     FinalPass,
@@ -33,6 +32,7 @@ from pipelines.corpus.finalize import (
     WriteShards,
     count_rejected,
     doc_ref,
+    increment,
     ref_chars,
     shard_count_for,
 )
@@ -45,10 +45,6 @@ TMP_DIR = "_tmp"
 SUMMARY = "summary.json"
 
 
-def _count(name: str, n: int = 1) -> None:
-    Metrics.counter(NS, name).inc(n)
-
-
 # --- read -----------------------------------------------------------------------------------------------
 
 
@@ -58,9 +54,9 @@ class _ReadWork(beam.DoFn):
 
     def process(self, item):
         if item.get("index_error"):
-            _count(f"index_unreadable/{item['kind']}")
+            increment(f"index_unreadable/{item['kind']}")
         for record in read_work(item, self.opts):
-            _count(f"read/{record['source']}")
+            increment(f"read/{record['source']}")
             yield record
 
 
@@ -128,7 +124,7 @@ class _Clean(beam.DoFn):
                     record, "processing_error", "clean", f"{type(err).__name__}: {err}", True
                 )
             for rule, n in removed.items():
-                _count(f"lines_removed/{rule}", n)
+                increment(f"lines_removed/{rule}", n)
             if verdict == "doc":
                 text_hash, sig, line_keys = fingerprints
                 stem, position = self.spill.add(doc, sig)

@@ -110,17 +110,17 @@ def write_piece(path: str, lines: list[str]) -> None:
     storage.write_bytes(path, "".join(line + "\n" for line in lines).encode("utf-8"))
 
 
-def sort_key(line: str) -> tuple[str, str]:
-    """Output order of records: by id, then by the whole line (equal ids only in rejected shards)."""
-    return str(json.loads(line)["id"]), line
-
-
-def _piece_lines(path: str) -> Iterator[str]:
+def _piece_records(path: str) -> Iterator[tuple[tuple[str, str], dict]]:
+    """((id, line), record) per line of a piece: the output order (by id, then by the whole line) and
+    the parsed record, from one parse."""
     with storage.open_read(path) as f:
         for raw in f:
-            yield raw.decode("utf-8").rstrip("\n")
+            line = raw.decode("utf-8").rstrip("\n")
+            record = json.loads(line)
+            yield (str(record["id"]), line), record
 
 
-def merge_pieces(paths: Iterable[str]) -> Iterator[str]:
-    """The lines of sorted pieces as one sorted stream; one line per piece in memory at a time."""
-    return heapq.merge(*(_piece_lines(p) for p in sorted(paths)), key=sort_key)
+def merge_pieces(paths: Iterable[str]) -> Iterator[tuple[str, dict]]:
+    """(line, record) of sorted pieces as one sorted stream; one line per piece in memory at a time."""
+    merged = heapq.merge(*(_piece_records(p) for p in sorted(paths)), key=lambda entry: entry[0])
+    return ((key[1], record) for key, record in merged)

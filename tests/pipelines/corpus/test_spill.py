@@ -35,7 +35,8 @@ def test_merge_pieces_is_a_sorted_merge(tmp_path):
     lines = [json.dumps({"id": f"d{i:02d}", "n": i}) for i in range(20)]
     write_piece(str(tmp_path / "a.jsonl"), lines[0::2])
     write_piece(str(tmp_path / "b.jsonl"), lines[1::2])
-    assert list(merge_pieces([str(tmp_path / "b.jsonl"), str(tmp_path / "a.jsonl")])) == lines
+    merged = merge_pieces([str(tmp_path / "b.jsonl"), str(tmp_path / "a.jsonl")])
+    assert [line for line, _ in merged] == lines
 
 
 @pytest.fixture
