@@ -174,6 +174,20 @@ def plant_duplicates(records: list[dict], originals: int, rates, seed: int) -> t
     return copies, groups
 
 
+def _as_raw_records(copies: list[dict]) -> list[dict]:
+    """Planted copies (news2016zh lines) as the raw records the corpus reader makes of them."""
+    return [
+        {
+            "source": "news2016zh",
+            "id": f"news2016zh:{c['news_id']}",
+            "title": c["title"],
+            "text": c["content"],
+            "markup": "plain",
+        }
+        for c in copies
+    ]
+
+
 def _cleaned_shingles(records: list[dict], opts: CorpusOptions) -> dict[str, np.ndarray]:
     convert = ChineseConverter(opts.opencc)
     out = {}
@@ -252,16 +266,7 @@ def dedup_quality(
                     r = json.loads(line)
                     if r["reason"] in ("near_duplicate", "exact_duplicate"):
                         merges[r["id"]] = r["detail"].rsplit(" of ", 1)[1]
-    copy_records = [
-        {
-            "source": "news2016zh",
-            "id": f"news2016zh:{c['news_id']}",
-            "title": c["title"],
-            "text": c["content"],
-            "markup": "plain",
-        }
-        for c in copies
-    ]
+    copy_records = _as_raw_records(copies)
     shingles = _cleaned_shingles(records + copy_records, opts)
     result = score_merges(merges, groups, shingles)
     result.update({"originals": len(groups), "copies": len(copies), "edit_rates": list(rates)})
@@ -309,16 +314,7 @@ def sweep(originals: int = 200, seed: int = 0, configs=None) -> list[dict]:
     ]
     records = _sample_records()
     copies, groups = plant_duplicates(records, originals, DEFAULT_EDIT_RATES, seed)
-    copy_records = [
-        {
-            "source": "news2016zh",
-            "id": f"news2016zh:{c['news_id']}",
-            "title": c["title"],
-            "text": c["content"],
-            "markup": "plain",
-        }
-        for c in copies
-    ]
+    copy_records = _as_raw_records(copies)
     rows = []
     for k, bands, r, threshold in configs:
         opts = CorpusOptions(
