@@ -8,11 +8,13 @@ one partition (1/256 of the entries) at a time.
 PCollection shapes (id: document id str; handle: (text hash, spill stem, position)):
 
     ExactDuplicates:   (text_hash, id)            -> (id, survivor id)      removed ids only
-    RepeatedLines:     (line_hash, id)            -> (id, (line_hash, reason))   lines to remove
+    RepeatedLines:     (id, [line_hash])          -> (id, (line_hash, reason))   lines to remove
     Deduplicate:       fingerprints               -> exact, near (id, survivor); lines to remove
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -39,11 +41,7 @@ class ExactDuplicates(beam.PTransform):
     """Documents with the same normalized text: the smallest id survives."""
 
     def expand(self, hashes):
-        return (
-            hashes
-            | "GroupByText" >> GroupInPartitions()
-            | "AllButSmallest" >> beam.FlatMap(_removals_in_group)
-        )
+        return hashes | "GroupByText" >> GroupInPartitions(then=_removals_in_group)
 
 
 def _line_verdicts(kv, boilerplate_min_docs: int):
@@ -69,18 +67,16 @@ def _line_verdicts(kv, boilerplate_min_docs: int):
 
 
 class RepeatedLines(beam.PTransform):
-    """C4-style: lines repeated across documents (see _line_verdicts)."""
+    """C4-style: lines repeated across documents (see _line_verdicts). Input: (id, [line hash]) per
+    document; output: (id, (line hash, reason)) per line to remove."""
 
     def __init__(self, boilerplate_min_docs: int):
         super().__init__()
         self.boilerplate_min_docs = boilerplate_min_docs
 
-    def expand(self, occurrences):
-        return (
-            occurrences
-            | "GroupByLine" >> GroupInPartitions()
-            | "LineVerdicts" >> beam.FlatMap(_line_verdicts, self.boilerplate_min_docs)
-        )
+    def expand(self, documents):
+        verdicts = partial(_line_verdicts, boilerplate_min_docs=self.boilerplate_min_docs)
+        return documents | "GroupByLine" >> GroupInPartitions(explode=_occurrences, then=verdicts)
 
 
 # --- all of it, on fingerprints ------------------------------------------------------------------------------
@@ -128,17 +124,13 @@ class Deduplicate(beam.PTransform):
     def expand(self, fingerprints):
         hashes, handles, lines = fingerprints["hashes"], fingerprints["handles"], fingerprints["lines"]
         exact = hashes | "Exact" >> ExactDuplicates()
-        survivors = (
-            {"handles": handles, "exact": exact}
-            | "JoinHandlesExact" >> CoGroupInPartitions()
-            | "HandlesOfSurvivors" >> beam.FlatMap(_handle_of_survivor)
+        survivors = {"handles": handles, "exact": exact} | "JoinHandlesExact" >> CoGroupInPartitions(
+            then=_handle_of_survivor
         )
         near = survivors | "Near" >> NearDuplicates(self.opts, self.sig_dir)
         line_removals = (
             {"lines": lines, "exact": exact, "near": near}
-            | "JoinLinesVerdicts" >> CoGroupInPartitions()
-            | "LinesOfSurvivors" >> beam.FlatMap(_lines_of_survivor)
-            | "Occurrences" >> beam.FlatMap(_occurrences)
+            | "JoinLinesVerdicts" >> CoGroupInPartitions(then=_lines_of_survivor)
             | "Repeated" >> RepeatedLines(self.opts.boilerplate_min_docs)
         )
         return exact, near, line_removals

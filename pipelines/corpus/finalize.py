@@ -92,7 +92,7 @@ def _verdicts_of_id(kv):
 
 class Verdicts(beam.PTransform):
     def expand(self, inputs):
-        return inputs | "JoinById" >> CoGroupInPartitions() | "PerDocument" >> beam.FlatMap(_verdicts_of_id)
+        return inputs | "JoinById" >> CoGroupInPartitions(then=_verdicts_of_id)
 
 
 # --- the final pass ----------------------------------------------------------------------------------------

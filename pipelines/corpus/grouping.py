@@ -15,9 +15,21 @@ partition by key in memory. Output, as GroupByKey / CoGroupByKey give it:
     GroupInPartitions:    (key, value)                 -> (key, [values])
     CoGroupInPartitions:  {tag: (key, value)}          -> (key, {tag: [values]})   every tag present
 
+A step that turns one element into many entries (a document into its 20 band keys or its lines) or
+one group into its results should not make each of them a Beam element: every element costs a call
+per step it passes, and where a step reads the output of several others (a Flatten) it is encoded and
+decoded once more. So both transforms take
+
+    explode(element) -> iterable of (key, value) entries      run inside the batching step
+    then((key, grouped)) -> iterable of outputs                run inside the regrouping step
+
+and the entries and groups in between are never Beam elements. Each input collection of a
+CoGroupInPartitions is batched on its own (its tag written once per batch), and only the batches are
+flattened.
+
 Keys must be of one type in a collection (ints, strings, tuples of them): partitions are regrouped in
-key order, so reruns give the same order. Memory per worker: FLUSH_ENTRIES buffered entries, or one
-partition's entries (1/PARTITIONS of all) when regrouping.
+key order, so reruns give the same order. Memory per worker: FLUSH_ENTRIES buffered entries per input,
+or one partition's entries (1/PARTITIONS of all) when regrouping.
 """
 
 from __future__ import annotations
@@ -32,18 +44,40 @@ PARTITIONS = 256
 FLUSH_ENTRIES = 5_000
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _key_hash(key) -> int:
+    """A 64-bit hash of a key that every process agrees on (Python's str hash differs per process)."""
+    kind = type(key)
+    if kind is int:
+        return key
+    if kind is str:
+        return xxhash.xxh64_intdigest(key.encode("utf-8"))
+    if kind is tuple:
+        h = len(key)
+        for part in key:
+            h = (h * 1_000_003 + _key_hash(part)) & _MASK64
+        return h
+    if kind is bytes:
+        return xxhash.xxh64_intdigest(key)
+    return xxhash.xxh64_intdigest(repr(key).encode("utf-8"))
+
+
 def partition_of(key, partitions: int) -> int:
-    """A hash of the key that every process agrees on (Python's str hash differs per process)."""
-    if isinstance(key, int):
-        return key % partitions
-    return xxhash.xxh64_intdigest(repr(key).encode("utf-8")) % partitions
+    return _key_hash(key) % partitions
+
+
+def _one(element):
+    return (element,)
 
 
 class _Batch(beam.DoFn):
-    """(key, tag, value) entries -> (partition, marshalled [(key, tag, value), ...]) batches."""
+    """Elements of one input -> (partition, marshalled (tag, [(key, value), ...])) batches, with the
+    entries of each element from explode(element)."""
 
-    def __init__(self, partitions: int, flush: int):
-        self.partitions, self.flush = partitions, flush
+    def __init__(self, tag: str, partitions: int, flush: int, explode):
+        self.tag, self.partitions, self.flush, self.explode = tag, partitions, flush, explode or _one
         self.buffer: dict[int, list] = {}
         self.size = 0
 
@@ -52,70 +86,94 @@ class _Batch(beam.DoFn):
 
     def _drain(self):
         batches, self.buffer, self.size = self.buffer, {}, 0
-        return [(p, marshal.dumps(entries)) for p, entries in sorted(batches.items())]
+        return [(p, marshal.dumps((self.tag, entries))) for p, entries in sorted(batches.items())]
 
-    def process(self, entry):
-        self.buffer.setdefault(partition_of(entry[0], self.partitions), []).append(entry)
-        self.size += 1
-        if self.size >= self.flush:
-            yield from self._drain()
+    def process(self, element):
+        buffer, partitions = self.buffer, self.partitions
+        for entry in self.explode(element):
+            p = _key_hash(entry[0]) % partitions
+            entries = buffer.get(p)
+            if entries is None:
+                entries = buffer[p] = []
+            entries.append(entry)
+            self.size += 1
+            if self.size >= self.flush:
+                yield from self._drain()
+                buffer = self.buffer
 
     def finish_bundle(self):
         for batch in self._drain():
             yield GlobalWindows.windowed_value(batch)
 
 
-def _regroup(kv, tags: tuple):
-    """(partition, [batch]) -> (key, {tag: [values]}) for every key of the partition, in key order."""
+def _regroup(kv, tags: tuple, then):
+    """(partition, [batch]) -> then((key, {tag: [values]})) for every key of the partition, in key
+    order (with no `then`: the pairs themselves)."""
     _, batches = kv
     groups: dict = {}
     for batch in batches:
-        for key, tag, value in marshal.loads(batch):
+        tag, entries = marshal.loads(batch)
+        for key, value in entries:
             group = groups.get(key)
             if group is None:
                 group = groups[key] = {t: [] for t in tags}
             group[tag].append(value)
     for key in sorted(groups):
-        yield key, groups[key]
-
-
-def _tag(kv, tag):
-    return kv[0], tag, kv[1]
+        if then is None:
+            yield key, groups[key]
+        else:
+            yield from then((key, groups.pop(key)))
 
 
 class CoGroupInPartitions(beam.PTransform):
-    """{tag: (key, value)} -> (key, {tag: [values]}), like CoGroupByKey (module docstring)."""
+    """{tag: (key, value)} -> (key, {tag: [values]}), like CoGroupByKey (module docstring); with
+    `explode` ({tag: function}) and `then`, see there."""
 
-    def __init__(self, partitions: int = PARTITIONS, flush: int = FLUSH_ENTRIES):
+    def __init__(
+        self,
+        partitions: int = PARTITIONS,
+        flush: int = FLUSH_ENTRIES,
+        explode: dict | None = None,
+        then=None,
+    ):
         super().__init__()
-        self.partitions, self.flush = partitions, flush
+        self.partitions, self.flush, self.explode, self.then = partitions, flush, explode or {}, then
 
     def expand(self, inputs: dict):
         tags = tuple(inputs)
-        tagged = [pcoll | f"Tag{tag}" >> beam.Map(_tag, tag) for tag, pcoll in inputs.items()]
+        batches = [
+            pcoll
+            | f"Batch{tag}" >> beam.ParDo(_Batch(tag, self.partitions, self.flush, self.explode.get(tag)))
+            for tag, pcoll in inputs.items()
+        ]
         return (
-            tagged
-            | "Entries" >> beam.Flatten()
-            | "Batch" >> beam.ParDo(_Batch(self.partitions, self.flush))
+            batches
+            | "Batches" >> beam.Flatten()
             | "GroupPartitions" >> beam.GroupByKey()
-            | "Regroup" >> beam.FlatMap(_regroup, tags)
+            | "Regroup" >> beam.FlatMap(_regroup, tags, self.then)
         )
 
 
-def _values(kv):
-    return kv[0], kv[1]["values"]
+class _Values:
+    """The `then` of a one-input group: (key, {"values": [values]}) -> then((key, [values]))."""
+
+    def __init__(self, then):
+        self.then = then
+
+    def __call__(self, kv):
+        key, values = kv[0], kv[1]["values"]
+        return ((key, values),) if self.then is None else self.then((key, values))
 
 
 class GroupInPartitions(beam.PTransform):
-    """(key, value) -> (key, [values]), like GroupByKey (module docstring)."""
+    """(key, value) -> (key, [values]), like GroupByKey (module docstring); with `explode` and `then`,
+    see there."""
 
-    def __init__(self, partitions: int = PARTITIONS, flush: int = FLUSH_ENTRIES):
+    def __init__(self, partitions: int = PARTITIONS, flush: int = FLUSH_ENTRIES, explode=None, then=None):
         super().__init__()
-        self.partitions, self.flush = partitions, flush
+        self.partitions, self.flush, self.explode, self.then = partitions, flush, explode, then
 
     def expand(self, pairs):
-        return (
-            {"values": pairs}
-            | "Group" >> CoGroupInPartitions(self.partitions, self.flush)
-            | "Values" >> beam.Map(_values)
+        return {"values": pairs} | "Group" >> CoGroupInPartitions(
+            self.partitions, self.flush, {"values": self.explode}, _Values(self.then)
         )

@@ -15,6 +15,8 @@ PCollection shapes (id: document id str; handle: (text hash, stem, position)):
 
 from __future__ import annotations
 
+from functools import partial
+
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
@@ -30,7 +32,7 @@ BIG_BUCKET = 2000
 
 def _by_file(kv):
     doc_id, (_, stem, position) = kv
-    return stem, (doc_id, position)
+    return ((stem, (doc_id, position)),)
 
 
 def _band_entries(kv, sig_dir: str, sig_bytes: int, bands: int, rows: int):
@@ -114,20 +116,22 @@ class ComparePairs(beam.PTransform):
 
     def expand(self, inputs):
         handles = inputs["handles"]
-        first = (
-            {"handles": handles, "pairs": inputs["pairs"]}
-            | "JoinFirst" >> CoGroupInPartitions()
-            | "SendFirst" >> beam.FlatMap(_send_first)
+        first = {"handles": handles, "pairs": inputs["pairs"]} | "JoinFirst" >> CoGroupInPartitions(
+            then=_send_first
+        )
+        attach = partial(_attach_first, sig_dir=self.sig_dir, sig_bytes=self.sig_bytes)
+        compare = partial(
+            _compare,
+            sig_dir=self.sig_dir,
+            sig_bytes=self.sig_bytes,
+            threshold=self.threshold,
+            far_counter=self.far_counter,
         )
         return (
             {"handles": handles, "first": first}
-            | "JoinSecond" >> CoGroupInPartitions()
-            | "ByFirstFile" >> beam.FlatMap(_by_first_file)
-            | "GroupByFirstFile" >> GroupInPartitions()
-            | "FirstSignatures" >> beam.FlatMap(_attach_first, self.sig_dir, self.sig_bytes)
-            | "GroupBySecondFile" >> GroupInPartitions()
-            | "Compare"
-            >> beam.FlatMap(_compare, self.sig_dir, self.sig_bytes, self.threshold, self.far_counter)
+            | "JoinSecond" >> CoGroupInPartitions(then=_by_first_file)
+            | "GroupByFirstFile" >> GroupInPartitions(then=attach)
+            | "GroupBySecondFile" >> GroupInPartitions(then=compare)
         )
 
 
@@ -143,13 +147,14 @@ class NearDuplicates(beam.PTransform):
 
     def expand(self, handles):
         o, size = self.opts, self.opts.num_perm * 4
+        bands = partial(
+            _band_entries, sig_dir=self.sig_dir, sig_bytes=size, bands=o.minhash_bands, rows=o.minhash_rows
+        )
         candidates = (
             handles
-            | "ByFile" >> beam.Map(_by_file)
-            | "GroupByFile" >> GroupInPartitions()
-            | "Bands" >> beam.FlatMap(_band_entries, self.sig_dir, size, o.minhash_bands, o.minhash_rows)
-            | "GroupByBand" >> GroupInPartitions()
-            | "Candidates" >> beam.FlatMap(_bucket_candidates, o.max_bucket_pairs)
+            | "GroupByFile" >> GroupInPartitions(explode=_by_file)
+            | "GroupByBand"
+            >> GroupInPartitions(explode=bands, then=partial(_bucket_candidates, window=o.max_bucket_pairs))
         )
         edges = {"pairs": candidates, "handles": handles} | "Verify" >> ComparePairs(
             o.near_dup_threshold, self.sig_dir, size

@@ -26,6 +26,8 @@ from mwparserfromhell.nodes import (
     Wikilink,
 )
 
+from pipelines.corpus import wikitokens
+
 _REDIRECT = re.compile(r"^\s*#\s*(?:redirect|重定向|重新導向|重新导向)", re.IGNORECASE)
 
 # {{...}} names that mark a disambiguation page on zhwiki (and enwiki), compared lowercased.
@@ -164,6 +166,26 @@ def _link_namespace(target: str) -> str:
     return target.split(":", 1)[0].strip().lower() if ":" in target else ""
 
 
+def _skip_link(target: str, has_text: bool) -> bool:
+    """A link that renders nothing: a file or category link (not `[[:Category:X]]`, which is a plain
+    link), or an interlanguage link `[[en:Computer]]`. `target` is the stripped link target."""
+    if target.startswith(":"):
+        return False
+    ns = _link_namespace(target)
+    return (
+        ns in FILE_NAMESPACES
+        or ns in CATEGORY_NAMESPACES
+        or (not has_text and bool(_LANGUAGE_CODE.match(ns)))
+    )
+
+
+def _dropped_section(title: str) -> bool:
+    return _section_key(title) in DROPPED_SECTIONS
+
+
+_RULES = wikitokens.Rules(DROPPED_TAGS, _LINE_BREAK_TAGS, _skip_link, _dropped_section)
+
+
 def _render(nodes, out: list[str]) -> None:
     """Append the plain text of `nodes` (a Wikicode's node list) to `out`."""
     for node in nodes:
@@ -171,12 +193,8 @@ def _render(nodes, out: list[str]) -> None:
             out.append(node.value)
         elif isinstance(node, Wikilink):
             target = str(node.title).strip()
-            inline = target.startswith(":")  # [[:en:Foo]] or [[:Category:X]] is a plain link
-            ns = _link_namespace(target.lstrip(":"))
-            if not inline and (ns in FILE_NAMESPACES or ns in CATEGORY_NAMESPACES):
+            if _skip_link(target, node.text is not None):
                 continue
-            if not inline and node.text is None and _LANGUAGE_CODE.match(ns):
-                continue  # interlanguage link: [[en:Computer]]
             if node.text is not None:
                 _render(node.text.nodes, out)
             else:
@@ -203,9 +221,9 @@ def _render(nodes, out: list[str]) -> None:
         # any other node type (e.g. Parameter) carries no prose
 
 
-def wikitext_to_paragraphs(wikitext: str) -> list[str]:
-    """Plain-text lines of a page, in order: paragraphs and list items, one per entry."""
-    wikitext = resolve_conversion_markup(wikitext)
+def render_tree(wikitext: str) -> list[str]:
+    """The page's text pieces from mwparserfromhell's node tree: the reference renderer, and the one
+    used for the pages the token walker (wikitokens.py) leaves to it."""
     code = mwparserfromhell.parse(wikitext)
     out: list[str] = []
     skip_level = 0  # inside a dropped section of this heading level (0: not skipping)
@@ -213,11 +231,28 @@ def wikitext_to_paragraphs(wikitext: str) -> list[str]:
         if isinstance(node, Heading):
             if skip_level and node.level > skip_level:
                 continue
-            skip_level = node.level if _section_key(node.title.strip_code()) in DROPPED_SECTIONS else 0
+            skip_level = node.level if _dropped_section(node.title.strip_code()) else 0
             out.append("\n\n")
             continue
         if not skip_level:
             _render([node], out)
+    return out
+
+
+def render_tokens(wikitext: str) -> list[str]:
+    """The same pieces as render_tree, from the token stream (about 5x faster on zhwiki pages); the
+    tree where the walker cannot be sure to match it."""
+    toks = wikitokens.tokenize(wikitext)
+    try:
+        return wikitokens.render_page(toks, _RULES)
+    except (wikitokens.Unsupported, IndexError, KeyError, ValueError):
+        # the tree renderer decides: the same text, or the same exception (the record's dead letter)
+        return render_tree(wikitext)
+
+
+def wikitext_to_paragraphs(wikitext: str) -> list[str]:
+    """Plain-text lines of a page, in order: paragraphs and list items, one per entry."""
+    out = render_tokens(resolve_conversion_markup(wikitext))
     text = _MAGIC_WORD.sub("", "".join(out))
     lines = (_EMPTY_BRACKETS.sub("", line).strip() for line in text.split("\n"))
     return [line for line in lines if line]

@@ -79,9 +79,10 @@ def test_near_duplicates_cluster_and_survivor(tmp_path):
 
 
 def test_repeated_lines_boilerplate_and_first_occurrence():
-    occurrences = [(1, "a"), (1, "b"), (1, "c"), (2, "b"), (2, "c"), (3, "z"), (1, "a")]
+    # per document, its line keys (line 1 listed twice in "a": one entry per occurrence)
+    documents = [("a", [1, 1]), ("b", [1, 2]), ("c", [1, 2]), ("z", [3])]
     with _pipeline() as p:
-        out = p | beam.Create(occurrences) | RepeatedLines(boilerplate_min_docs=3)
+        out = p | beam.Create(documents) | RepeatedLines(boilerplate_min_docs=3)
         # line 1 is in 3 documents: removed from all; line 2 in two: stays in "b" only
         assert_that(
             out,
