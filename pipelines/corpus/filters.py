@@ -35,10 +35,17 @@ def count_chars(lines: list[str]) -> int:
 
 
 @lru_cache(maxsize=4)
+def word_chars(text: str) -> str:
+    """`text` without white space, punctuation and symbols: what the CJK ratio, the repetition
+    measures and the shingles look at. Cached: each asks it of the same document text."""
+    return _NON_WORD.sub("", text)
+
+
+@lru_cache(maxsize=4)
 def cjk_ratio(text: str) -> float:
     """CJK ideographs / (letters + digits + ideographs). 0.0 for text without any of them. Cached:
     the filters and the shingling each ask it of the same document text."""
-    words = _NON_WORD.sub("", text)
+    words = word_chars(text)
     if not words:
         return 0.0
     cps = np.frombuffer(words.encode("utf-32-le"), dtype=np.uint32)
@@ -90,14 +97,22 @@ def codepoints(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
 
 
-def top_ngram_ratio(cps: np.ndarray, n: int) -> float:
-    """Share of units (characters, or word ids) covered by the most frequent n-gram (count * n / len)."""
+def top_ngram_count(cps: np.ndarray, n: int) -> int:
+    """Occurrences of the most frequent n-gram (0 for a sequence shorter than n). One sort and the
+    longest run of equal hashes: np.unique does the same with more steps and a hash table first."""
     h = char_ngram_hashes(cps, n)
-    if not len(h):
-        return 0.0
-    _, counts = np.unique(h, return_counts=True)
-    top = int(counts.max())
-    return 0.0 if top < 2 else min(1.0, top * n / len(cps))
+    if len(h) < 2:
+        return len(h)
+    h.sort()
+    ends = np.flatnonzero(h[1:] != h[:-1])  # (runs - 1,) index of the last element of each run
+    if not len(ends):
+        return len(h)
+    longest = max(int(ends[0]) + 1, len(h) - 1 - int(ends[-1]))
+    return max(longest, int(np.diff(ends).max())) if len(ends) > 1 else longest
+
+
+def _top_ratio(top: int, n: int, units: int) -> float:
+    return 0.0 if top < 2 else min(1.0, top * n / units)
 
 
 def duplicate_ngram_ratio(cps: np.ndarray, n: int) -> float:
@@ -105,14 +120,34 @@ def duplicate_ngram_ratio(cps: np.ndarray, n: int) -> float:
     h = char_ngram_hashes(cps, n)
     if not len(h):
         return 0.0
-    _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
-    starts = np.flatnonzero(counts[inverse] > 1)
-    if not len(starts):
+    order = np.argsort(h)
+    sorted_h = h[order]
+    same = sorted_h[1:] == sorted_h[:-1]  # (len - 1,) equal neighbours in sorted order
+    if not same.any():
         return 0.0
+    repeated = np.zeros(len(h), dtype=bool)  # in sorted order: the n-gram occurs more than once
+    repeated[1:] = same
+    repeated[:-1] |= same
+    starts = order[repeated]  # distinct positions: plain (not accumulating) indexing is exact
     cover = np.zeros(len(cps) + 1, dtype=np.int32)
-    np.add.at(cover, starts, 1)
-    np.add.at(cover, starts + n, -1)
-    return float((np.cumsum(cover[:-1]) > 0).mean())
+    cover[starts] += 1
+    cover[starts + n] -= 1
+    return np.count_nonzero(np.cumsum(cover[:-1])) / len(cps)
+
+
+def exceeds_top_ngram_limits(units: np.ndarray, limits) -> bool:
+    """Whether the most frequent n-gram covers more than its limit, for any (n, limit). The top count
+    only falls as n grows (each occurrence of an n-gram is one of its (n-1)-prefix), so the count for
+    the smallest n bounds every larger n: a larger n is counted only where that bound could exceed
+    its limit (in practice, for repetitive text only)."""
+    bound = None
+    for n, limit in sorted(limits):
+        if bound is not None and _top_ratio(bound, n, len(units)) <= limit:
+            continue  # the ratio for n is at most this
+        bound = top_ngram_count(units, n)
+        if _top_ratio(bound, n, len(units)) > limit:
+            return True
+    return False
 
 
 # --- document filters: (lines, text, options) -> reason | None ------------------------------------------
@@ -153,15 +188,14 @@ def repeated_ngrams_filter(lines: list[str], text: str, opts: CorpusOptions) -> 
     """Gopher repetition: on characters for Chinese, on words for space-separated text."""
     if cjk_ratio(text) >= 0.5:
         units, top, dup = (
-            codepoints(_NON_WORD.sub("", text)),
+            codepoints(word_chars(text)),
             opts.max_top_ngram_ratio,
             opts.max_dup_ngram_ratio,
         )
     else:
         units, top, dup = _word_ids(text), opts.max_top_word_ngram_ratio, opts.max_dup_word_ngram_ratio
-    for n, limit in top:
-        if top_ngram_ratio(units, n) > limit:
-            return "repeated_ngrams"
+    if exceeds_top_ngram_limits(units, top):
+        return "repeated_ngrams"
     # Text covered by repeated (n+1)-grams is also covered by repeated n-grams, so the ratio only
     # falls as n grows: once it is under every remaining limit, larger n cannot fail.
     checks = sorted(dup)

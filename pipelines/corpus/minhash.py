@@ -17,11 +17,11 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
-from pipelines.corpus.filters import char_ngram_hashes, cjk_ratio, codepoints
+from pipelines.corpus.filters import char_ngram_hashes, cjk_ratio, codepoints, word_chars
 
 _NON_WORD = re.compile(r"[\W_]+")
 _WORD = re.compile(r"\w+")
-_BLOCK = 8192
+_BLOCK = 1024  # shingles per step: a (1024, num_perm) uint64 block stays in cache
 _MASK32 = np.uint64(0xFFFFFFFF)
 
 
@@ -38,7 +38,19 @@ def is_chinese(text: str) -> bool:
 
 def shingle_text(text: str) -> str:
     """The form shingled for Chinese: lowercased, white space and punctuation removed."""
-    return _NON_WORD.sub("", text.lower())
+    lower = text.lower()
+    if lower == text:  # (most Chinese text) the filters' cached form is the same string
+        return word_chars(text)
+    return _NON_WORD.sub("", lower)
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """np.unique(x) for a 1-D array, by one sort (np.unique first builds a hash table)."""
+    x = np.sort(x)
+    keep = np.empty(len(x), dtype=bool)
+    keep[:1] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
 
 
 def shingles(text: str, char_k: int = 5, word_k: int = 3) -> np.ndarray:
@@ -54,7 +66,8 @@ def shingles(text: str, char_k: int = 5, word_k: int = 3) -> np.ndarray:
         if len(cps) == 0:
             return np.empty(0, dtype=np.uint64)
         h = char_ngram_hashes(cps, min(k, len(cps)))
-        return np.unique(_splitmix64(h) & _MASK32)
+        # 32-bit shingles: sorted as uint32 (half the bytes), returned as uint64 for the permutations
+        return _sorted_unique((_splitmix64(h) & _MASK32).astype(np.uint32)).astype(np.uint64)
 
 
 @lru_cache(maxsize=8)
@@ -72,8 +85,9 @@ def signature(shingle_hashes: np.ndarray, num_perm: int, seed: int = 1) -> np.nd
     sig = np.full(num_perm, 0xFFFFFFFF, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for start in range(0, len(shingle_hashes), _BLOCK):
-            x = shingle_hashes[start : start + _BLOCK, None]  # (block, 1)
-            hv = (x * a[None, :] + b[None, :]) >> np.uint64(32)  # (block, num_perm)
+            hv = shingle_hashes[start : start + _BLOCK, None] * a  # (block, num_perm), in place below
+            hv += b
+            hv >>= np.uint64(32)
             np.minimum(sig, hv.min(axis=0), out=sig)
     return sig.astype(np.uint32)
 
