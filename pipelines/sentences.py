@@ -82,7 +82,9 @@ def split_sentences(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> list[str]:
     zh = [pieces[i] + (pieces[i + 1] if i + 1 < len(pieces) else "") for i in range(0, len(pieces), 2)]
     sentences = []
     for chunk in zh:
-        for s in _split_latin(chunk):
+        # a Latin sentence end needs . ! or ?: most Chinese sentences have none (no regex to run)
+        latin = "." in chunk or "!" in chunk or "?" in chunk
+        for s in _split_latin(chunk) if latin else (chunk,):
             s = s.strip()
             if s:
                 sentences.extend(_split_long(s, max_chars))

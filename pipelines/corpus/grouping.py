@@ -125,6 +125,38 @@ def _regroup(kv, tags: tuple, then):
             yield from then((key, groups.pop(key)))
 
 
+def _regroup_values(kv, then):
+    """_regroup for one input: (partition, [batch]) -> then((key, [values])) (or the pairs)."""
+    _, batches = kv
+    groups: dict = {}
+    for batch in batches:
+        for key, value in marshal.loads(batch)[1]:
+            values = groups.get(key)
+            if values is None:
+                groups[key] = [value]
+            else:
+                values.append(value)
+    for key in sorted(groups):
+        if then is None:
+            yield key, groups[key]
+        else:
+            yield from then((key, groups.pop(key)))
+
+
+def _grouped(inputs: dict, partitions: int, flush: int, explode: dict, regroup):
+    """{tag: PCollection} -> batches per input -> one GroupByKey of the partitions -> regroup."""
+    batches = [
+        pcoll | f"Batch{tag}" >> beam.ParDo(_Batch(tag, partitions, flush, explode.get(tag)))
+        for tag, pcoll in inputs.items()
+    ]
+    return (
+        batches
+        | "Batches" >> beam.Flatten()
+        | "GroupPartitions" >> beam.GroupByKey()
+        | "Regroup" >> beam.FlatMap(*regroup)
+    )
+
+
 class CoGroupInPartitions(beam.PTransform):
     """{tag: (key, value)} -> (key, {tag: [values]}), like CoGroupByKey (module docstring); with
     `explode` ({tag: function}) and `then`, see there."""
@@ -140,29 +172,8 @@ class CoGroupInPartitions(beam.PTransform):
         self.partitions, self.flush, self.explode, self.then = partitions, flush, explode or {}, then
 
     def expand(self, inputs: dict):
-        tags = tuple(inputs)
-        batches = [
-            pcoll
-            | f"Batch{tag}" >> beam.ParDo(_Batch(tag, self.partitions, self.flush, self.explode.get(tag)))
-            for tag, pcoll in inputs.items()
-        ]
-        return (
-            batches
-            | "Batches" >> beam.Flatten()
-            | "GroupPartitions" >> beam.GroupByKey()
-            | "Regroup" >> beam.FlatMap(_regroup, tags, self.then)
-        )
-
-
-class _Values:
-    """The `then` of a one-input group: (key, {"values": [values]}) -> then((key, [values]))."""
-
-    def __init__(self, then):
-        self.then = then
-
-    def __call__(self, kv):
-        key, values = kv[0], kv[1]["values"]
-        return ((key, values),) if self.then is None else self.then((key, values))
+        regroup = (_regroup, tuple(inputs), self.then)
+        return _grouped(inputs, self.partitions, self.flush, self.explode, regroup)
 
 
 class GroupInPartitions(beam.PTransform):
@@ -174,6 +185,6 @@ class GroupInPartitions(beam.PTransform):
         self.partitions, self.flush, self.explode, self.then = partitions, flush, explode, then
 
     def expand(self, pairs):
-        return {"values": pairs} | "Group" >> CoGroupInPartitions(
-            self.partitions, self.flush, {"values": self.explode}, _Values(self.then)
-        )
+        inputs = {"values": pairs}
+        regroup = (_regroup_values, self.then)
+        return _grouped(inputs, self.partitions, self.flush, {"values": self.explode}, regroup)

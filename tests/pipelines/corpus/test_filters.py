@@ -95,3 +95,49 @@ def test_inline_photo_notes_are_cut_from_headlines():
 
 def test_line_key_folds_digits_and_spaces():
     assert filters.line_key("（附图片 1 张）") == filters.line_key("（附图片2张）")
+
+
+def _python_ngram_counts(units: list, n: int) -> dict:
+    counts: dict = {}
+    for i in range(len(units) - n + 1):
+        gram = tuple(units[i : i + n])
+        counts[gram] = counts.get(gram, 0) + 1
+    return counts
+
+
+def _random_units(rng, size: int, alphabet: int) -> list[int]:
+    """Repetitive on purpose: a few phrases repeated with noise, so that every limit is crossed."""
+    phrases = [list(rng.integers(0, alphabet, rng.integers(1, 6))) for _ in range(3)]
+    units: list[int] = []
+    while len(units) < size:
+        units += phrases[rng.integers(0, 3)] if rng.random() < 0.6 else [int(rng.integers(0, alphabet))]
+    return [0x4E00 + int(u) for u in units[:size]]
+
+
+def test_repetition_measures_equal_their_definitions():
+    """The sort-based counts, the coverage of repeated n-grams and the bounded check over n equal a
+    plain Python count of n-grams, on repetitive and plain sequences of every length."""
+    rng = np.random.default_rng(0)
+    limits = ((2, 0.30), (3, 0.28), (4, 0.26))
+    decided = {True: 0, False: 0}
+    for _ in range(300):
+        units = _random_units(rng, int(rng.integers(0, 60)), int(rng.integers(2, 40)))
+        cps = np.array(units, dtype=np.uint64)
+        for n in (2, 3, 4, 5):
+            counts = _python_ngram_counts(units, n)
+            assert filters.top_ngram_count(cps, n) == max(counts.values(), default=0)
+            covered = {
+                i + j
+                for i in range(len(units) - n + 1)
+                if counts[tuple(units[i : i + n])] > 1
+                for j in range(n)
+            }
+            assert filters.duplicate_ngram_ratio(cps, n) == (len(covered) / len(units) if counts else 0.0)
+        naive = any(
+            (top := max(_python_ngram_counts(units, n).values(), default=0)) >= 2
+            and min(1.0, top * n / len(units)) > lim
+            for n, lim in limits
+        )
+        assert filters.exceeds_top_ngram_limits(cps, limits) == naive
+        decided[naive] += 1
+    assert min(decided.values()) > 30  # both outcomes are exercised

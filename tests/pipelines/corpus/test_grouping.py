@@ -86,3 +86,54 @@ def test_partitions_agree_across_processes():
         for seed in ("1", "2")
     }
     assert seen == {f"{[partition_of(k, 256) for k in keys]}\n"}
+
+
+def _letters(word):
+    """explode: a word -> (letter, word) for each of its letters (repeats included)."""
+    return [(letter, word) for letter in word]
+
+
+def _count_words(kv):
+    """then: (letter, [words]) -> one (letter, count) for letters in two or more words."""
+    letter, words = kv
+    if len(set(words)) >= 2:
+        yield letter, len(words)
+
+
+def test_explode_and_then_equal_the_steps_they_replace():
+    """explode runs inside the batching step and then inside the regrouping step: the result is what
+    FlatMap(explode) | GroupByKey | FlatMap(then) gives, on a real runner."""
+    words = ["beam", "batch", "group", "bandit", "zz", "map", "abba"]
+    with BeamTestPipeline(argv=ARGS) as p:
+        pcoll = p | beam.Create(words)
+        ours = pcoll | "Ours" >> GroupInPartitions(partitions=3, flush=4, explode=_letters, then=_count_words)
+        theirs = (
+            pcoll
+            | "Explode" >> beam.FlatMap(_letters)
+            | "Group" >> beam.GroupByKey()
+            | "Then" >> beam.FlatMap(lambda kv: _count_words((kv[0], list(kv[1]))))
+        )
+        expected = {}
+        for w in words:
+            for letter in w:
+                expected.setdefault(letter, []).append(w)
+        want = [(k, len(v)) for k, v in expected.items() if len(set(v)) >= 2]
+        assert ("a", 6) in want and ("z", 2) not in want  # "zz": one word, so no z
+        assert_that(ours, equal_to(want), label="ours")
+        assert_that(theirs, equal_to(want), label="beam")
+
+
+def _joined(kv):
+    key, groups = kv
+    yield key, sorted(groups["left"]), sorted(groups["right"])
+
+
+def test_cogroup_explode_per_input_and_then():
+    """Each input has its own explode (or none); then sees every tag, empty lists included."""
+    with BeamTestPipeline(argv=ARGS) as p:
+        left = p | "l" >> beam.Create([("a", [1, 2]), ("b", [3])])  # exploded: (a, 1), (a, 2), (b, 3)
+        right = p | "r" >> beam.Create([("b", "x"), ("c", "y")])  # as they are
+        out = {"left": left, "right": right} | CoGroupInPartitions(
+            partitions=2, flush=1, explode={"left": lambda kv: [(kv[0], v) for v in kv[1]]}, then=_joined
+        )
+        assert_that(out, equal_to([("a", [1, 2], []), ("b", [3], ["x"]), ("c", [], ["y"])]))

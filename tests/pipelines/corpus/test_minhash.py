@@ -26,6 +26,18 @@ def test_char_shingles_ignore_spaces_and_punctuation():
     assert len(minhash.shingles("中国", char_k=5)) == 1  # shorter than k: one shingle
 
 
+def test_shingles_are_the_sorted_distinct_32_bit_hashes():
+    """The sort-based dedup equals np.unique of the 32-bit shingle hashes, upper case folded."""
+    from pipelines.corpus.filters import char_ngram_hashes, codepoints
+
+    for text in (TEXT, TEXT + "ABC中国DEF" * 3, "中国" * 40):
+        with np.errstate(over="ignore"):
+            h = char_ngram_hashes(codepoints(minhash._NON_WORD.sub("", text.lower())), 5)
+            want = np.unique(minhash._splitmix64(h) & np.uint64(0xFFFFFFFF))
+        got = minhash.shingles(text)
+        assert got.dtype == np.uint64 and np.array_equal(got, want)
+
+
 def test_word_shingles_for_space_separated_text():
     a = minhash.shingles("the quick brown fox jumps", word_k=3)
     assert len(a) == 3
@@ -47,7 +59,7 @@ def test_signature_is_deterministic_and_blockwise():
     sh = minhash.shingles(TEXT * 50 + "尾")
     big = minhash.signature(sh, 64, seed=3)
     assert np.array_equal(big, minhash.signature(sh.copy(), 64, seed=3))
-    # blocks of 8192 rows give the same minimum as one pass
+    # blocks of rows (1024 at a time) give the same minimum as one pass
     many = np.arange(20000, dtype=np.uint64) * np.uint64(2654435761) & np.uint64(0xFFFFFFFF)
     a, b = minhash.permutations(16, 1)
     direct = (((many[:, None] * a[None, :] + b[None, :]) >> np.uint64(32)).min(axis=0)).astype(np.uint32)
