@@ -72,19 +72,13 @@ def render_page(toks: list, rules: Rules) -> list[str]:
             i += 1
             if skip_level and level > skip_level:
                 continue
-            skip_level = level if rules.dropped_section(_strip_code(title)) else 0
+            # (the tree passes title.strip_code(): for plain text, the text less its outer newlines,
+            # which the section key ignores like all white space)
+            skip_level = level if rules.dropped_section(title) else 0
             out.append("\n\n")
             continue
         i = walker.node(i, None if skip_level else out)
     return out
-
-
-def _strip_code(text: str) -> str:
-    """Wikicode.strip_code() of plain text: trimmed of newlines, runs of blank lines collapsed."""
-    text = text.strip("\n")
-    while "\n\n\n" in text:
-        text = text.replace("\n\n\n", "\n\n")
-    return text
 
 
 _NO_LINE_AFTER = frozenset({"li", "dt", "dd"})
