@@ -7,6 +7,10 @@ sentence or more); link labels; the text inside bold/italic/spans. What is dropp
 links, comments, math/code/gallery blocks, section headings, and whole sections that are only
 references or links (参考文献, 外部链接, ...). zhwiki's language-conversion markup `-{...}-` is
 resolved to simplified Chinese with zhconv before parsing.
+
+Two renderers apply these rules: `render_tree` walks mwparserfromhell's node tree (the reference), and
+`render_tokens` walks the tokenizer's output without building the tree (wikitokens.py, about 5x
+faster), handing the pages it cannot be sure of to the tree.
 """
 
 from __future__ import annotations
