@@ -8,7 +8,7 @@ argparse, trainer.json's record and the torchrun argv are all generated (pipelin
       .training    TrainingConfig       --steps --batch-size --micro-batch-size --seed --precision ...
       .checkpoint  CheckpointConfig     --save-every --keep-last --force
       .logging     LoggingConfig        --log-every --eval-every --eval-batches
-      .runtime     RuntimeConfig        --device --compile --parallel --max-minutes
+      .runtime     RuntimeConfig        --device --compile --deterministic --parallel --max-minutes
 
 The command line is flat: a field's flag is its name with dashes (`warmup_steps` -> --warmup-steps)
 unless it says otherwise, and trainer.json / train_config.json record the same flat names
@@ -143,6 +143,12 @@ class RuntimeConfig:
     device: str = opt("auto", "auto (cuda if available, else cpu), cpu, cuda, tpu", run=True)
     # tpu: model/tpu.py (torch_xla).
     compile: bool = opt(False, "torch.compile the model", run=True)
+    deterministic: bool = opt(
+        False,
+        "bit-exact reruns and resumes on CUDA: deterministic kernels, flash attention only (slower)",
+        run=True,
+    )
+    # model/device.py: make_deterministic. CPU runs are bit-exact without it.
     parallel: str = opt("ddp", "with several ranks", choices=("ddp", "fsdp"), run=True)
     # ddp, or fsdp (FSDP2 fully_shard).
     max_minutes: float | None = opt(None, "stop (with a checkpoint) after this long", run=True)

@@ -42,7 +42,7 @@ import torch
 from model import checkpoint as ckpt
 from model import distributed as distx
 from model.albert import AlbertForPreTraining
-from model.device import resolve_device
+from model.device import make_deterministic, resolve_device
 from model.metrics import MetricsLog, MetricsWindow, plot_curves, progress_line, read_metrics
 from model.optim import Schedule, build_optimizer
 from model.train_config import TrainConfig
@@ -70,6 +70,8 @@ class Trainer:
         cfg.check()
         self.cfg, t = cfg, cfg.training
         self.device = resolve_device(cfg.runtime.device)
+        if cfg.runtime.deterministic:
+            make_deterministic()
         self.dist = distx.init(self.device.type)
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
@@ -379,6 +381,7 @@ class Trainer:
             f"{self.dist.world_size} rank(s) x {self.accum} micro-batch(es) of {self.micro} = batch "
             f"{cfg.training.batch_size}, L={self.train_data.max_seq_length}, {cfg.optim.optimizer} lr "
             f"{cfg.optim.lr}, {self.device} {self.precision}{' compiled' if cfg.runtime.compile else ''}"
+            f"{' deterministic' if cfg.runtime.deterministic else ''}"
         )
 
     def evaluate(self) -> dict[str, float] | None:
