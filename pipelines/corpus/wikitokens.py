@@ -27,6 +27,8 @@ Token shapes (see mwparserfromhell.parser.builder), with `...` a run of nested n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from html import entities
 
 from mwparserfromhell.parser import tokens as T
@@ -46,14 +48,14 @@ def tokenize(wikitext: str) -> list:
     return _Tokenizer().tokenize(wikitext, 0, False)
 
 
+@dataclass(frozen=True)
 class Rules:
     """What the renderer keeps and drops; wikitext.py owns the values (one place for both renderers)."""
 
-    def __init__(self, dropped_tags, line_break_tags, skip_link, dropped_section):
-        self.dropped_tags = dropped_tags  # frozenset of lowercased tag names whose content is dropped
-        self.line_break_tags = line_break_tags  # frozenset of tag names that break the line
-        self.skip_link = skip_link  # (target, has_text) -> True for file/category/interlanguage links
-        self.dropped_section = dropped_section  # heading title (strip_code text) -> True to drop it
+    dropped_tags: frozenset[str]  # lowercased tag names whose content is dropped
+    line_break_tags: frozenset[str]  # tag names that break the line
+    skip_link: Callable[[str, bool], bool]  # (target, has_text) -> file/category/interlanguage link
+    dropped_section: Callable[[str], bool]  # heading title -> drop the section
 
 
 def render_page(toks: list, rules: Rules) -> list[str]:
