@@ -106,44 +106,33 @@ class _Batch(beam.DoFn):
             yield GlobalWindows.windowed_value(batch)
 
 
-def _regroup(kv, tags: tuple, then):
-    """(partition, [batch]) -> then((key, {tag: [values]})) for every key of the partition, in key
-    order (with no `then`: the pairs themselves)."""
+def _regroup(kv, tags: tuple | None, then):
+    """(partition, [batch]) -> then((key, grouped)) for every key of the partition, in key order (with
+    no `then`: the pairs themselves). grouped is {tag: [values]} for a join of `tags`, the list of
+    values for one input (tags None)."""
     _, batches = kv
     groups: dict = {}
     for batch in batches:
         tag, entries = marshal.loads(batch)
         for key, value in entries:
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = {t: [] for t in tags}
-            group[tag].append(value)
-    for key in sorted(groups):
-        if then is None:
-            yield key, groups[key]
-        else:
-            yield from then((key, groups.pop(key)))
-
-
-def _regroup_values(kv, then):
-    """_regroup for one input: (partition, [batch]) -> then((key, [values])) (or the pairs)."""
-    _, batches = kv
-    groups: dict = {}
-    for batch in batches:
-        for key, value in marshal.loads(batch)[1]:
             values = groups.get(key)
             if values is None:
-                groups[key] = [value]
-            else:
-                values.append(value)
+                values = groups[key] = []
+            values.append(value if tags is None else (tag, value))
     for key in sorted(groups):
+        grouped = groups.pop(key)
+        if tags is not None:
+            by_tag = {t: [] for t in tags}
+            for tag, value in grouped:
+                by_tag[tag].append(value)
+            grouped = by_tag
         if then is None:
-            yield key, groups[key]
+            yield key, grouped
         else:
-            yield from then((key, groups.pop(key)))
+            yield from then((key, grouped))
 
 
-def _grouped(inputs: dict, partitions: int, flush: int, explode: dict, regroup):
+def _grouped(inputs: dict, partitions: int, flush: int, explode: dict, tags: tuple | None, then):
     """{tag: PCollection} -> batches per input -> one GroupByKey of the partitions -> regroup."""
     batches = [
         pcoll | f"Batch{tag}" >> beam.ParDo(_Batch(tag, partitions, flush, explode.get(tag)))
@@ -153,7 +142,7 @@ def _grouped(inputs: dict, partitions: int, flush: int, explode: dict, regroup):
         batches
         | "Batches" >> beam.Flatten()
         | "GroupPartitions" >> beam.GroupByKey()
-        | "Regroup" >> beam.FlatMap(*regroup)
+        | "Regroup" >> beam.FlatMap(_regroup, tags, then)
     )
 
 
@@ -172,8 +161,7 @@ class CoGroupInPartitions(beam.PTransform):
         self.partitions, self.flush, self.explode, self.then = partitions, flush, explode or {}, then
 
     def expand(self, inputs: dict):
-        regroup = (_regroup, tuple(inputs), self.then)
-        return _grouped(inputs, self.partitions, self.flush, self.explode, regroup)
+        return _grouped(inputs, self.partitions, self.flush, self.explode, tuple(inputs), self.then)
 
 
 class GroupInPartitions(beam.PTransform):
@@ -185,6 +173,5 @@ class GroupInPartitions(beam.PTransform):
         self.partitions, self.flush, self.explode, self.then = partitions, flush, explode, then
 
     def expand(self, pairs):
-        inputs = {"values": pairs}
-        regroup = (_regroup_values, self.then)
-        return _grouped(inputs, self.partitions, self.flush, {"values": self.explode}, regroup)
+        explode = {"values": self.explode}
+        return _grouped({"values": pairs}, self.partitions, self.flush, explode, None, self.then)

@@ -185,18 +185,15 @@ class _Walker:
         if type(tok) is T.HTMLEntityNumeric:
             tok = toks[i + 2]
             if type(tok) is T.HTMLEntityHex:
-                value, end = toks[i + 3]["text"], i + 4
-                char = (lambda: chr(int(value, 16))) if out is not None else None
+                base, value, end = 16, toks[i + 3]["text"], i + 4
             else:
-                value, end = tok["text"], i + 3
-                char = (lambda: chr(int(value))) if out is not None else None
+                base, value, end = 10, tok["text"], i + 3
         else:
-            value, end = tok["text"], i + 2
-            char = (lambda: chr(entities.name2codepoint[value])) if out is not None else None
+            base, value, end = None, tok["text"], i + 2  # named: &nbsp;
         if type(toks[end]) is not T.HTMLEntityEnd:
             raise Unsupported("entity")
-        if char is not None:
-            out.append(char())
+        if out is not None:  # as HTMLEntity.normalize()
+            out.append(chr(entities.name2codepoint[value]) if base is None else chr(int(value, base)))
         return end + 1
 
     def _wikilink(self, i, out):
