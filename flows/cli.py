@@ -10,16 +10,22 @@ A module that sets `PASSES_BEAM_ARGS = True` receives the options it does not de
 
 Modules are imported only when their subcommand runs, so `albert vocab` never pays for torch or
 Prefect, and a missing optional dependency only affects the command that needs it.
-Bad arguments and expected failures (`UserError`) print one line, never a traceback.
+Bad arguments and expected failures (`UserError`) print one line, never a traceback. SIGTERM (how
+Prefect cancels a run and how Kubernetes or a spot VM stops one) raises `Interrupted` in the main
+thread, so that the command's clean-up runs; it prints one line and exits 143 (130 for Ctrl-C). A
+command that can keep its work (`albert pretrain`) installs its own handlers while it trains.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+import threading
 
-from pipelines.core.errors import StageFailed, UserError
+from pipelines.core.errors import Interrupted, StageFailed, UserError
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -77,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = parser.parse_args(rest)  # argparse prints a one-line error and exits 2 on bad arguments
     try:
-        code = module.run(args)
+        with _sigterm_raises():
+            code = module.run(args)
+    except Interrupted as err:
+        print(f"albert {name}: interrupted: {err}", file=sys.stderr)
+        return err.exit_code
     except StageFailed as err:
         print(f"albert {name}: failed: {err}", file=sys.stderr)
         return 1
@@ -85,9 +95,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"albert {name}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"albert {name}: interrupted", file=sys.stderr)
+        print(f"albert {name}: interrupted: stopped by Ctrl-C (SIGINT)", file=sys.stderr)
         return 130
     return int(code or 0)
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum, f"stopped by {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM raises Interrupted in the main thread while a command runs (Python's default is to die
+    at once: no clean-up, no message). Outside the main thread, where Python cannot set handlers, it is
+    left as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
