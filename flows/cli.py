@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 
+from pipelines.core import oserrors
 from pipelines.core.errors import Interrupted, StageFailed, UserError
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
@@ -94,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"albert {name}: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk, a read-only file system, ... met during the work
+        print(f"albert {name}: failed: {oserrors.describe(err)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"albert {name}: interrupted: stopped by Ctrl-C (SIGINT)", file=sys.stderr)
         return 130
