@@ -25,7 +25,7 @@ import signal
 import sys
 import threading
 
-from pipelines.core import oserrors
+from pipelines.core import lock, oserrors
 from pipelines.core.errors import Interrupted, StageFailed, UserError
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = parser.parse_args(rest)  # argparse prints a one-line error and exits 2 on bad arguments
     try:
-        with _sigterm_raises():
+        with _sigterm_raises(), lock.scope():  # the folders a command locks stay locked until it ends
             code = module.run(args)
     except Interrupted as err:
         print(f"albert {name}: interrupted: {err}", file=sys.stderr)

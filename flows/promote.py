@@ -45,7 +45,7 @@ from flows.promotion import gate_and_promote
 from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
 from flows.stage import DEFAULT_ROOT
 from model.samples import DownstreamSample
-from pipelines.core import storage
+from pipelines.core import lock, storage
 from pipelines.core.errors import UserError
 
 DEFAULT_REGISTRY = f"{DEFAULT_ROOT}/registry"
@@ -95,12 +95,12 @@ def _labels(names: dict[str, str] | None):
 
 
 def open_registry(registry: str, model_name: str, names: dict[str, str] | None = None) -> Registry:
-    """The registry, after checking the model name and that the root can hold a registry."""
+    """The registry, after checking the model name and that the root can hold a registry, locked."""
     n = _labels(names)
     if not isinstance(model_name, str) or not MODEL_NAME.fullmatch(model_name):
         raise UserError(f"{n('model_name')} {model_name!r}: {MODEL_NAME_RULE}")
     reg = Registry(storage.absolute(registry), model_name)
-    reg.check_writable(n("registry"))
+    reg.hold(n("registry"))  # locked until the caller's scope ends (the flow, the command)
     return reg
 
 
@@ -249,6 +249,7 @@ def downstream_pairs(downstream: dict[str, Any] | None) -> list[tuple]:
 
 
 @stage_flow("promote")
+@lock.scope()  # the registry's lock (open_registry) is held until the promotion ends
 def promote(
     candidate: str,
     registry: str = DEFAULT_REGISTRY,
@@ -353,6 +354,7 @@ def promote(
 
 
 @stage_flow("rollback")
+@lock.scope()
 def rollback(registry: str = DEFAULT_REGISTRY, model_name: str = DEFAULT_MODEL, reason: str = "") -> dict:
     """Restore the previous production version (refused when it is no longer complete)."""
     pointer = open_registry(registry, model_name).rollback(reason, flow_run_id())
@@ -411,9 +413,8 @@ def run(args: argparse.Namespace) -> int:
         reg = open_registry(args.registry, args.model, CLI_NAMES)
         if args.rollback:
             pointer = reg.rollback(args.reason)
-            print(
-                f"{args.model}: production is {pointer['version']} again (was {pointer['rolled_back_from']})"
-            )
+            was = pointer["rolled_back_from"]
+            print(f"{args.model}: production is {pointer['version']} again (was {was})")
         else:
             pointer = reg.restore(args.set_production, args.reason)
             was = pointer.get("set_from")

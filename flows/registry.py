@@ -15,7 +15,8 @@ folder, a torn copy or a flipped bit is refused by promote, rollback and --set-p
 damaged production.json is never guessed at: every reader gets one line naming the file and the
 repair (`albert promote --set-production VERSION`, which rewrites the pointer to a verified version).
 
-Concurrency. A version number is claimed by creating `v<N>/.claim` exclusively, so two registrations
+Concurrency. One promotion of a model at a time: `hold` locks <root>/<model> (flows/promote.py holds
+it for the whole promotion, evaluations included). A version number is claimed by creating `v<N>/.claim` exclusively, so two registrations
 never share a folder. The pointer moves by compare-and-swap (the store's `write_if`) on the content the
 promoter read before it evaluated anything. Of two concurrent promotions from the same production,
 exactly one wins; the other is recorded as a conflict and changes nothing (its version folder stays,
@@ -31,7 +32,7 @@ import re
 from typing import Any
 
 from flows.stores import PromotionConflict, open_store
-from pipelines.core import storage
+from pipelines.core import lock, oserrors, storage
 from pipelines.core.errors import UserError
 
 _log = logging.getLogger(__name__)
@@ -103,6 +104,21 @@ class Registry:
             raise UserError(
                 f"{what} {self.root}: {self.model} there is a file, not the folder of model {self.model}"
             )
+
+    def hold(self, what: str = "registry") -> lock.Lock:
+        """check_writable, then take this model's lock (pipelines.core.lock: <root>/<model>/.albert-lock),
+        held until the caller's scope ends: one promotion, rollback or repair of a model at a time. A
+        second one is refused in one line naming the holder; the pointer's compare-and-swap stays, for
+        writers that do not lock (gate_and_promote called directly)."""
+        self.check_writable(what)
+        try:
+            return lock.take(self.url(), "promote", what=what, client=getattr(self.store, "client", None))
+        except lock.Busy as busy:
+            raise UserError(f"{what} {self.root} (model {self.model}) is {busy}") from None
+        except OSError as err:
+            raise UserError(
+                f"cannot write to {what} {self.root}: {oserrors.describe(err, self.url())}"
+            ) from None
 
     def command(self, *args: str) -> str:
         """The `albert promote` command line that acts on this registry (for messages)."""

@@ -8,7 +8,9 @@ A store reads and writes whole small objects under one root:
     sha256(path) -> str | None                              None when the object does not exist
 token None means "the object does not exist" (write_if then creates it exclusively). Locally the
 compare-and-swap is a `flock` around read-compare-write-temp-`os.replace`; on GCS an upload with
-`if_generation_match=<generation read>` (the server refuses it when anyone wrote in between).
+`if_generation_match=<generation read>` (the server refuses it when anyone wrote in between), and on
+other URLs a read-compare-write under a lock of this process: pipelines.core.storage.cas, which the
+folder locks of pipelines.core.lock use too.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ import fcntl
 import hashlib
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from pipelines.core import storage
-from pipelines.core.errors import UserError
+from pipelines.core.storage.cas import FsspecObjects, GCSObjects
 
 _log = logging.getLogger(__name__)
 
@@ -139,14 +140,9 @@ class GCSStore:
 
     def __init__(self, url: str, client: Any = None):
         bucket, _, prefix = url.removeprefix("gs://").partition("/")
-        if client is None:
-            try:
-                from google.cloud import storage
-            except ImportError as err:  # pragma: no cover - installed with apache-beam[gcp]
-                raise UserError("a gs:// registry needs google-cloud-storage") from err
-            client = storage.Client()
-        self.client, self.bucket_name, self.prefix = client, bucket, prefix.strip("/")
-        self.bucket = client.bucket(bucket)
+        self.objects = GCSObjects(client)  # read and write_if: generation preconditions
+        self.client, self.bucket_name, self.prefix = self.objects.client, bucket, prefix.strip("/")
+        self.bucket = self.client.bucket(bucket)
 
     def _name(self, path: str) -> str:
         return f"{self.prefix}/{path}" if self.prefix else path
@@ -155,21 +151,10 @@ class GCSStore:
         return f"gs://{self.bucket_name}/{self._name(path)}"
 
     def read(self, path: str) -> tuple[bytes | None, int | None]:
-        blob = self.bucket.get_blob(self._name(path))
-        if blob is None:
-            return None, None
-        # Pin the download to the generation we report, so data and token always match.
-        return blob.download_as_bytes(if_generation_match=blob.generation), blob.generation
+        return self.objects.read(self.url(path))
 
     def write_if(self, path: str, data: bytes, token: int | None) -> bool:
-        from google.api_core.exceptions import PreconditionFailed
-
-        blob = self.bucket.blob(self._name(path))
-        try:
-            blob.upload_from_string(data, content_type="application/json", if_generation_match=token or 0)
-        except PreconditionFailed:
-            return False
-        return True
+        return self.objects.write_if(self.url(path), data, token) is not None
 
     def append_line(self, path: str, line: str, attempts: int = 50) -> None:
         # GCS objects are immutable: append = rewrite under a generation precondition, retried.
@@ -212,7 +197,7 @@ class FsspecStore:
     different machines, because s3fs exposes no conditional write. Use a local or gs:// registry, or
     serialize promotions (one work-pool concurrency slot), where that matters."""
 
-    _lock = threading.Lock()
+    objects = FsspecObjects()
 
     def __init__(self, url: str):
         self.fs, self.root = storage.filesystem(url)
@@ -226,20 +211,13 @@ class FsspecStore:
         return f"{self.protocol}://{self._p(path).lstrip('/')}" if self.protocol != "file" else self._p(path)
 
     def read(self, path: str) -> tuple[bytes | None, str | None]:
-        if not self.fs.exists(self._p(path)):
-            return None, None
-        data = self.fs.cat_file(self._p(path))
-        return data, _sha(data)
+        return self.objects.read(self.url(path))
 
     def write_if(self, path: str, data: bytes, token: str | None) -> bool:
-        with self._lock:
-            if self.read(path)[1] != token:
-                return False
-            self.fs.pipe_file(self._p(path), data)
-            return True
+        return self.objects.write_if(self.url(path), data, token) is not None
 
     def append_line(self, path: str, line: str) -> None:
-        with self._lock:
+        with self.objects.lock:
             data, _ = self.read(path)
             self.fs.pipe_file(self._p(path), _appended(data, line))
 

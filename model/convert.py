@@ -46,7 +46,7 @@ from model.classifiers import AlbertForSequenceClassification, AlbertForTokenCla
 from model.config import AlbertConfig
 from pipelines.core import storage
 from pipelines.core.errors import UserError
-from pipelines.outdir import claim
+from pipelines.outdir import check_apart, claim
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -123,22 +123,6 @@ def _model_class(name: str) -> type[AlbertPreTrainedModel]:
 
 # ---------------------------------------------------------------------------------------------------
 # Output folders
-
-
-def check_apart(out: str, source: str, what: str, nested: bool = True) -> None:
-    """Refuse an --out that is `source` (or, with `nested`, lies inside it or holds it): writing there
-    would replace or mix with the files being read. Paths are compared as given (made absolute; links
-    are not followed), before anything runs."""
-    o, s = storage.absolute(str(out)).rstrip("/"), storage.absolute(str(source)).rstrip("/")
-    if o == s:
-        relation = "is"
-    elif nested and o.startswith(s + "/"):
-        relation = "is inside"
-    elif nested and s.startswith(o + "/"):
-        relation = "holds"
-    else:
-        return
-    raise UserError(f"--out {out} {relation} {what} {source}; give an --out outside it")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -343,7 +327,9 @@ def export_hf(
         reports[storage.basename(path)] = report
 
     ckpt, out = str(ckpt_dir), str(out_dir)
-    check_apart(out, ckpt, "the checkpoint folder")
+    # Before any work, links resolved: --out never leads into the checkpoint or a report (also at claim).
+    read = [("the checkpoint folder", ckpt), *(("--eval", path) for path in eval_reports or [])]
+    check_apart(out, read)
     model = load_pretrained(ckpt, AlbertForPreTraining)
     state, config = to_hf_state_dict(model)
     hf_config = config.to_hf_dict()
@@ -360,7 +346,7 @@ def export_hf(
         files.update(tokenizer_files(parse_spm(spm_path, proto), proto, hf_config["max_position_embeddings"]))
         identity = identity_vocabulary(proto)
     files["README.md"] = model_card(ckpt, hf_config, reports, identity, out).encode()
-    claim(out, "export", force=force)  # new, empty, an earlier export, or --force
+    claim(out, "export", force=force, inputs=read)  # new, empty, an earlier export, or --force
     write_files(out, files)
     return out
 
@@ -375,7 +361,6 @@ __all__ = [
     "TRAINER_NAME",
     "WEIGHTS_NAME",
     "canonical_state_dict",
-    "check_apart",
     "checksums_json",
     "digest",
     "export_hf",

@@ -38,7 +38,6 @@ from model.checksums import CHECKSUMS_NAME, checksums_json, read_checksums, veri
 from model.config import AlbertConfig
 from model.convert import (
     SPM_NAME,
-    check_apart,
     load_pretrained,
     load_state,
     parse_spm,
@@ -47,7 +46,7 @@ from model.convert import (
 )
 from pipelines.core import storage
 from pipelines.core.errors import UserError
-from pipelines.outdir import claim
+from pipelines.outdir import check_apart, claim
 
 # Not weights: optimizer slots (google's LAMB/AdamW write adam_m / adam_v; tf.train.AdamOptimizer
 # writes Adam / Adam_1), step counters, loss-scale state, TF2's object graph.
@@ -199,7 +198,12 @@ def import_tf_checkpoint(
     claimed (pipelines.outdir: new, empty, an earlier import, or --force) and written."""
     source, out = str(tf_checkpoint), str(out_dir)
     folder = source if storage.isdir(source) else storage.dirname(source)
-    check_apart(out, folder, "the TF checkpoint's folder", nested=False)  # its checksums.json
+    read = [
+        ("the TF checkpoint", source),
+        ("--config", str(config_path)),
+        ("--spm-model", spm_model_path and str(spm_model_path)),
+    ]
+    check_apart(out, read)  # links resolved, before any work (and again at claim)
     config = AlbertConfig.from_json_file(str(config_path))
     if config.sharing not in ("all", "none"):
         raise UserError("TF checkpoints hold whole layer groups; use sharing 'all' or 'none'")
@@ -211,7 +215,7 @@ def import_tf_checkpoint(
         state = read_tf_weights(prefix, config)
     model = AlbertForPreTraining(config)
     load_state(model, state, source=f"TF checkpoint {tf_checkpoint}")
-    claim(out, "import", force=force)  # new, empty, an earlier import, or --force
+    claim(out, "import", force=force, inputs=read)  # new, empty, an earlier import, or --force
     return save_pretrained(model, out, spm_model_path)
 
 
@@ -276,14 +280,15 @@ def export_tf(ckpt_dir: str | Path, out_dir: str | Path, force: bool = False) ->
     checksums.json (last). out_dir may be a URL: the files are written locally and uploaded. The
     checkpoint is read, verified and converted before `out_dir` is claimed and written."""
     ckpt, out = str(ckpt_dir), str(out_dir)
-    check_apart(out, ckpt, "the checkpoint folder")
+    read = [("the checkpoint folder", ckpt)]
+    check_apart(out, read)  # links resolved, before any work (and again at claim)
     model = load_pretrained(ckpt, AlbertForPreTraining)
     state, config = to_hf_state_dict(model)  # partial sharing written per group: a valid TF layout
     google_config = config.to_google_dict()
     spm_path = storage.join(ckpt, SPM_NAME)
     spm = storage.read_bytes(spm_path) if storage.isfile(spm_path) else None
     _tf()  # TensorFlow missing: say so before claiming anything
-    claim(out, "export", force=force)
+    claim(out, "export", force=force, inputs=read)
     storage.remove(storage.join(out, CHECKSUMS_NAME))  # an earlier export's: this one is not complete yet
     with storage.local_folder_for(out) as local:
         write_tf_checkpoint(state, config, os.path.join(local, TF_CHECKPOINT_NAME))

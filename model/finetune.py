@@ -73,7 +73,13 @@ def run_finetune(opts: FinetuneOptions) -> dict:
     if (opts.task is None) == (opts.train is None):
         raise UserError("give one of --task and --train")
     if opts.out:
-        check_report_out(opts.out, "finetune", _is_finetune_report, opts.force)
+        read = [
+            ("--checkpoint", opts.checkpoint),
+            ("--train", opts.train),
+            ("--dev", opts.dev),
+            ("--test", opts.test),
+        ]
+        check_report_out(opts.out, "finetune", _is_finetune_report, opts.force, read)
     if opts.task:
         if opts.task not in TASKS:
             raise UserError(f"unknown --task {opts.task!r}; expected one of {', '.join(sorted(TASKS))}")

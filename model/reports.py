@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from pipelines import outdir
 from pipelines.core import storage
 from pipelines.core.errors import UserError
 
@@ -22,18 +23,23 @@ def _read_report(path: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def check_report_out(path: str, command: str, is_ours, force: bool) -> None:
+def check_report_out(path: str, command: str, is_ours, force: bool, inputs=()) -> None:
     """Before any work: `path` must be a file this command may write: not a folder; not a file of
-    something else (a report `is_ours` recognises is replaced; --force replaces anything); in a folder
-    that takes files (a write is tried there and removed, so a read-only folder fails now, not after
-    the work)."""
+    something else (a report `is_ours` recognises is replaced; --force replaces anything, except the
+    files of `inputs`: (how the user names it, path) of what the command reads, links resolved); in a
+    folder that takes files (a write is tried there and removed, so a read-only folder fails now, not
+    after the work)."""
     if storage.isdir(path):
         raise UserError(
             f"--out {path} is a folder; give a file name, e.g. {storage.join(path, 'report.json')}"
         )
-    if storage.exists(path) and not force:
-        data = _read_report(path)
-        if data is None or not is_ours(data):
+    exists = storage.exists(path)
+    data = _read_report(path) if exists else None
+    ours = data is not None and is_ours(data)
+    # A new report, or ours, may go inside an input folder (evaluate's default: beside the checkpoint).
+    outdir.check_apart(path, inputs, allowed=("is inside",) if ours or not exists else ())
+    if exists and not force:
+        if not ours:
             raise UserError(
                 f"--out {path} exists and is not an `albert {command}` report; give another --out, or "
                 f"pass --force to replace it"

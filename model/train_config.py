@@ -193,6 +193,11 @@ class TrainConfig:
             raise UserError(
                 f"unknown --output-bias-init {self.model.output_bias_init!r}; expected unigram or zeros"
             )
+        from pipelines.outdir import check_apart
+
+        config = self.model.model if self.model.model.endswith(".json") else None
+        read = [("--instances", self.instances), ("--vocab", self.data.vocab), ("--config", config)]
+        check_apart(self.out, [*read, ("--init-checkpoint", self.model.init_checkpoint)])
 
     def check_same_run(self, saved: dict, ignore: tuple[str, ...] = ()) -> None:
         """Refuse to resume a run saved with other settings (`ignore`: options compared otherwise).

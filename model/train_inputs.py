@@ -194,12 +194,13 @@ def unigram_output_bias(model: torch.nn.Module, data, vocab_size: int, max_recor
         model.predictions.bias.copy_(torch.from_numpy(np.log(p)).float())
 
 
-def claim_run_folder(out: str, force: bool) -> None:
-    """--out must be new, empty, a run folder of ours, or taken with --force, and writable
-    (pipelines.outdir.claim), before any work."""
+def claim_run_folder(out: str, force: bool):
+    """--out must be new, empty, a run folder of ours, or taken with --force, writable, and not in use
+    by another run (pipelines.outdir.claim), before any work. Returns its lock, held until the
+    enclosing scope ends (`albert pretrain`: the command)."""
     from pipelines import outdir
 
-    outdir.claim(out, "pretrain", force=force, legacy=("train_config.json", "checkpoints"))
+    return outdir.claim(out, "pretrain", force=force, legacy=("train_config.json", "checkpoints"))
 
 
 def check_resumable(

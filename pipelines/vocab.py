@@ -38,6 +38,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
+from pipelines import outdir
 from pipelines.core.config_cli import add_arguments as add_options
 from pipelines.core.config_cli import from_args, opt, section
 from pipelines.core.errors import StageFailed, UserError
@@ -326,19 +327,20 @@ class VocabOptions:
     config: VocabConfig = section(VocabConfig)
 
 
+@outdir.scope()  # the lock of opts.out (outdir.claim) is held until the run ends
 def run_vocab(opts: VocabOptions) -> dict:
     """Train the vocabulary of `opts` into `opts.out` and write its manifest, last. Returns the manifest.
 
     UserError before any work for bad inputs or a folder that is not ours; StageFailed when the input
     cannot be read to its end or holds no text."""
-    from pipelines import outdir
     from pipelines.core import storage
     from pipelines.core.manifest import MANIFEST, write_manifest
     from pipelines.documents import UnreadableFile
 
     config = opts.config
     sentences, inputs = iter_input_sentences(opts.corpus, opts.text)
-    outdir.claim(opts.out, "vocab", force=opts.force)  # before the training: it may take hours
+    read = [("--corpus", opts.corpus), ("--text", opts.text)]
+    outdir.claim(opts.out, "vocab", force=opts.force, inputs=read)  # before the training: it may take hours
     try:
         proto, stats = train_vocab(sentences, config, source=opts.corpus or opts.text or inputs[0])
     except UnreadableFile as err:  # found while reading, as `albert instances` does: the stage failed

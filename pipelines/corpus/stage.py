@@ -216,6 +216,7 @@ def _previous_outputs(out_dir: str) -> list[str]:
 # --- the stage ---------------------------------------------------------------------------------------------
 
 
+@outdir.scope()  # the lock of out_dir (outdir.claim) is held until the run ends
 def run_corpus(
     sources: list[str],
     out_dir: str,
@@ -239,7 +240,7 @@ def run_corpus(
     check_out_dir(runner, out_dir)
     items = plan_sources(sources)
     flags = beam_flags(runner, extra_beam_flags or [])
-    outdir.claim(out_dir, "corpus", force=force)
+    outdir.claim(out_dir, "corpus", force=force, inputs=[("--source", item["path"]) for item in items])
     inputs = describe_inputs(items)
     config = json.loads(json.dumps({"sources": list(sources), "options": opts.to_dict()}))  # as stored
     manifest_path = storage.join(out_dir, MANIFEST)

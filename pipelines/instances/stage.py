@@ -84,6 +84,7 @@ def check_previous(out_dir: str, inputs: list[dict], vocab_sha: str, config: Ins
         )
 
 
+@outdir.scope()  # the lock of out_dir (outdir.claim) is held until the run ends
 def run_pipeline(
     inputs: list[tuple[int, str, str]],
     vocab_dir: str,
@@ -105,7 +106,8 @@ def run_pipeline(
     Tokenizer.load(vocab_model)  # fail now, in the driver, on a damaged vocabulary or one without [CLS]...
     # A folder of a run from before the markers, that failed before its manifest, is still ours (the
     # flows cannot pass --force): the first file of every run has this name.
-    outdir.claim(out_dir, "instances", force=force, legacy=("train-00000-00000-000.tfrecord",))
+    read = [("--vocab", vocab_dir), *(("the input", path) for _, _, path in inputs)]
+    outdir.claim(out_dir, "instances", force=force, legacy=("train-00000-00000-000.tfrecord",), inputs=read)
     described = describe_inputs(inputs)
     vocab_sha = storage.sha256(vocab_model)
     check_previous(out_dir, described, vocab_sha, config, force)

@@ -378,7 +378,7 @@ def test_import_checks_its_inputs_before_writing(tmp_path, trained, other_spm):
     r = albert(
         "import", "--tf-checkpoint", str(tf / "model.ckpt"), "--config", config, "--out", str(tf), "--force"
     )
-    r.fails(2, f"--out {tf} is the TF checkpoint's folder")
+    r.fails(2, f"--out {tf} holds the TF checkpoint {tf / 'model.ckpt'}")
     assert tree(str(tf)) == before
 
 
