@@ -328,7 +328,7 @@ def export_hf(
 
     ckpt, out = str(ckpt_dir), str(out_dir)
     # Before any work, links resolved: --out never leads into the checkpoint or a report (also at claim).
-    read = [("the checkpoint folder", ckpt), *(("--eval", path) for path in eval_reports or [])]
+    read = [("the checkpoint folder", ckpt), *(("the input --eval", path) for path in eval_reports or [])]
     check_apart(out, read)
     model = load_pretrained(ckpt, AlbertForPreTraining)
     state, config = to_hf_state_dict(model)

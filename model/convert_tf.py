@@ -200,8 +200,8 @@ def import_tf_checkpoint(
     folder = source if storage.isdir(source) else storage.dirname(source)
     read = [
         ("the TF checkpoint", source),
-        ("--config", str(config_path)),
-        ("--spm-model", spm_model_path and str(spm_model_path)),
+        ("the input --config", str(config_path)),
+        ("the input --spm-model", spm_model_path and str(spm_model_path)),
     ]
     check_apart(out, read)  # links resolved, before any work (and again at claim)
     config = AlbertConfig.from_json_file(str(config_path))

@@ -353,7 +353,7 @@ def run_evaluate(opts: EvaluateOptions) -> dict:
     checkpoint = resolve(opts.checkpoint)
     out = opts.out or storage.join(checkpoint, "eval.json")
     per_sequence = per_sequence_path(out)
-    read = [("the checkpoint folder", checkpoint), ("--instances", opts.instances)]
+    read = [("the checkpoint folder", checkpoint), ("the input --instances", opts.instances)]
     check_report_out(out, "evaluate", _is_eval_report, opts.force, read)
     check_report_out(per_sequence, "evaluate", _is_per_sequence, opts.force, read)
     report = evaluate_checkpoint(

@@ -73,12 +73,8 @@ def run_finetune(opts: FinetuneOptions) -> dict:
     if (opts.task is None) == (opts.train is None):
         raise UserError("give one of --task and --train")
     if opts.out:
-        read = [
-            ("--checkpoint", opts.checkpoint),
-            ("--train", opts.train),
-            ("--dev", opts.dev),
-            ("--test", opts.test),
-        ]
+        names = ("checkpoint", "train", "dev", "test")
+        read = [(f"the input --{name}", getattr(opts, name)) for name in names]
         check_report_out(opts.out, "finetune", _is_finetune_report, opts.force, read)
     if opts.task:
         if opts.task not in TASKS:

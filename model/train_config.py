@@ -196,8 +196,9 @@ class TrainConfig:
         from pipelines.outdir import check_apart
 
         config = self.model.model if self.model.model.endswith(".json") else None
-        read = [("--instances", self.instances), ("--vocab", self.data.vocab), ("--config", config)]
-        check_apart(self.out, [*read, ("--init-checkpoint", self.model.init_checkpoint)])
+        read = [("the input --instances", self.instances), ("the input --vocab", self.data.vocab)]
+        read += [("the input --config", config), ("the input --init-checkpoint", self.model.init_checkpoint)]
+        check_apart(self.out, read)
 
     def check_same_run(self, saved: dict, ignore: tuple[str, ...] = ()) -> None:
         """Refuse to resume a run saved with other settings (`ignore`: options compared otherwise).

@@ -339,7 +339,7 @@ def run_vocab(opts: VocabOptions) -> dict:
 
     config = opts.config
     sentences, inputs = iter_input_sentences(opts.corpus, opts.text)
-    read = [("--corpus", opts.corpus), ("--text", opts.text)]
+    read = [("the input --corpus", opts.corpus), ("the input --text", opts.text)]
     outdir.claim(opts.out, "vocab", force=opts.force, inputs=read)  # before the training: it may take hours
     try:
         proto, stats = train_vocab(sentences, config, source=opts.corpus or opts.text or inputs[0])

@@ -8,6 +8,8 @@ import os
 
 import pytest
 
+from tests.fake_gcs import fake_gcs  # noqa: F401 (a fixture: the strict GCS client of CAS tests)
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

@@ -144,6 +144,10 @@ class Lock:
     def release(self) -> None:
         raise NotImplementedError
 
+    def holds(self) -> bool:
+        """Whether this handle still holds its lock (not released, not lost)."""
+        return getattr(self, "fd", None) is not None or getattr(self, "token", None) is not None
+
     def __enter__(self) -> Lock:
         return self
 
@@ -338,7 +342,7 @@ def take(
     the folder (for that line); `client`: the GCS client of a gs:// folder (default: a new one)."""
     key = _key(folder)
     for held in (one for level in _scopes.get() for one in level):
-        if getattr(held, "key", None) == key and not isinstance(held, _Borrowed):
+        if held.key == key and held.holds():
             return _Borrowed(held)
     if is_url(folder):
         lock: Lock = ObjectLock(folder, Holder.me(stage, lease_s), what, client)

@@ -240,7 +240,9 @@ def run_corpus(
     check_out_dir(runner, out_dir)
     items = plan_sources(sources)
     flags = beam_flags(runner, extra_beam_flags or [])
-    outdir.claim(out_dir, "corpus", force=force, inputs=[("--source", item["path"]) for item in items])
+    outdir.claim(
+        out_dir, "corpus", force=force, inputs=[("the input --source", item["path"]) for item in items]
+    )
     inputs = describe_inputs(items)
     config = json.loads(json.dumps({"sources": list(sources), "options": opts.to_dict()}))  # as stored
     manifest_path = storage.join(out_dir, MANIFEST)

@@ -106,7 +106,7 @@ def run_pipeline(
     Tokenizer.load(vocab_model)  # fail now, in the driver, on a damaged vocabulary or one without [CLS]...
     # A folder of a run from before the markers, that failed before its manifest, is still ours (the
     # flows cannot pass --force): the first file of every run has this name.
-    read = [("--vocab", vocab_dir), *(("the input", path) for _, _, path in inputs)]
+    read = [("the input --vocab", vocab_dir), *(("the input file", path) for _, _, path in inputs)]
     outdir.claim(out_dir, "instances", force=force, legacy=("train-00000-00000-000.tfrecord",), inputs=read)
     described = describe_inputs(inputs)
     vocab_sha = storage.sha256(vocab_model)

@@ -515,12 +515,16 @@ def test_a_copy_torn_during_registration_never_becomes_production(tmp_path, ckpt
 
 
 @pytest.mark.slow
-def test_two_concurrent_promotions_one_wins_the_other_is_a_conflict(tmp_path, ckpt, instances_dir):
-    """Two `albert promote` processes gate against the same production: exactly one moves the pointer;
-    the other registers its version, changes nothing, says so (exit 1), and the log holds both."""
+def test_a_promotion_started_while_another_runs_is_refused_naming_it(tmp_path, ckpt, instances_dir):
+    """Two `albert promote` processes on one registry: the second, started while the first holds the
+    registry's lock (for its whole promotion, evaluations included), is refused in one line naming it
+    (exit 2) and registers nothing; the first promotes. Promoters that do not lock still meet the
+    pointer's compare-and-swap (tests/flows/test_registry.py: one winner, the others conflicts)."""
     import subprocess
     import sys
+    import time
 
+    from pipelines.core import lock
     from tests.cli import ROOT
 
     root = str(tmp_path / "reg")
@@ -532,39 +536,26 @@ def test_two_concurrent_promotions_one_wins_the_other_is_a_conflict(tmp_path, ck
     for i in range(2):
         shutil.copytree(ckpt, tmp_path / f"cand{i}")
         cands.append(str(tmp_path / f"cand{i}"))
+    args = ["--registry", root, "--instances", instances_dir, "--max-regression", "0.5"]
     env = {**os.environ, "PYTHONPATH": ROOT, **api_env()}
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "flows.cli",
-                "promote",
-                "--candidate",
-                c,
-                "--registry",
-                root,
-                "--instances",
-                instances_dir,
-                "--max-regression",
-                "0.5",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for c in cands
-    ]
-    results = [(p.wait(timeout=600), p.stdout.read(), p.stderr.read()) for p in procs]
-    assert sorted(code for code, _, _ in results) == [0, 1], results
-    assert all("Traceback" not in err for _, _, err in results)
-    loser = next(out for code, out, _ in results if code == 1)
-    assert '"event": "conflict"' in loser and "changed while this promotion ran" in loser
-    pointer = reg.production()
-    assert pointer["version"] in ("v2", "v3") and pointer["previous"] == ["v1"]
-    assert reg.versions() == ["v1", "v2", "v3"]
-    for v in reg.versions():
-        reg.check_version(v)  # both registrations complete, only one production
-    assert sorted(e["event"] for e in reg.log()) == ["conflict", "promote"]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "promote", "--candidate", cands[0], *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    held = os.path.join(root, "albert", lock.NAME)
+    while not os.path.exists(held):  # it holds the lock from its first checks on
+        assert first.poll() is None, first.stderr.read()
+        time.sleep(0.1)
+    before = tree(root)
+    second = albert("promote", "--candidate", cands[1], *args, env=api_env())
+    second.fails(
+        2,
+        f"--registry {root} (model albert) is in use by another `albert promote` "
+        f"(host {lock.HOST}, pid {first.pid}, since ",
+    )
+    assert tree(root) == before  # nothing registered, nothing logged
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0 and '"event": "promote"' in out and "Traceback" not in err, err
+    assert reg.production()["version"] == "v2" and reg.versions() == ["v1", "v2"]
+    assert [e["event"] for e in reg.log()] == ["promote"]
+    assert not os.path.exists(held)  # released when the promotion ended

@@ -357,7 +357,7 @@ def test_an_out_holding_other_files_is_left_alone_unless_forced(tmp_path, instan
 def test_the_instances_folder_as_out_is_refused(instances_dir, model_config_file):
     before = tree(instances_dir)
     r = pretrain(instances_dir, instances_dir, model_config_file, "--steps", "2", "--force")
-    r.fails(2, f"--out {instances_dir} holds the output of `albert instances`")
+    r.fails(2, f"--out {instances_dir} is the input --instances {instances_dir}", "give an --out outside it")
     assert tree(instances_dir) == before
 
 
@@ -371,7 +371,7 @@ def test_a_run_folder_that_cannot_be_written_is_one_line(
     with read_only(str(parent)):
         new = str(parent / "run")
         r = pretrain(instances_dir, new, model_config_file, "--steps", "2")
-        r.fails(2, f"cannot write to --out {new}", "give a folder you can write to")
+        r.fails(2, f"cannot write to --out {new}", "permission denied")
     with read_only(run):
         r = resume(instances_dir, run, model_config_file)
         r.fails(2, f"cannot write to --out {run}")

@@ -1,0 +1,39 @@
+"""A real process that holds a folder's lock (pipelines.core.lock), for the tests of one writer per
+folder: `hold(folder)` returns once it holds it; `kill9(proc)` kills it as kill -9 does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.cli import ROOT
+
+HOLD = """
+import os, sys, time
+from pipelines.core import lock
+held = lock.take(sys.argv[1], "corpus")
+if len(sys.argv) > 2 and os.fork() == 0:  # a child that outlives this process, as a loader worker can
+    time.sleep(600)
+    os._exit(0)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def hold(folder: str, fork: bool = False) -> subprocess.Popen:
+    """A real process holding the lock of `folder` (and, with `fork`, a forked child that sleeps on)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, folder, *(["fork"] if fork else [])],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        start_new_session=True,
+    )
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def kill9(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
