@@ -12,19 +12,23 @@ from tests.cli import ROOT
 HOLD = """
 import os, sys, time
 from pipelines.core import lock
-held = lock.take(sys.argv[1], "corpus")
-if len(sys.argv) > 2 and os.fork() == 0:  # a child that outlives this process, as a loader worker can
-    time.sleep(600)
-    os._exit(0)
+held = lock.take(sys.argv[1], sys.argv[2])
+if len(sys.argv) > 3:  # a child that outlives this process, as a loader worker can
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.write(w, b"up")  # after the fork's hooks ran in the child
+        time.sleep(600)
+        os._exit(0)
+    os.read(r, 2)
 print("held", flush=True)
 time.sleep(600)
 """
 
 
-def hold(folder: str, fork: bool = False) -> subprocess.Popen:
-    """A real process holding the lock of `folder` (and, with `fork`, a forked child that sleeps on)."""
+def hold(folder: str, stage: str = "corpus", fork: bool = False) -> subprocess.Popen:
+    """A real process holding the lock of `folder` as `stage` (with `fork`, a forked child sleeps on)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, folder, *(["fork"] if fork else [])],
+        [sys.executable, "-c", HOLD, folder, stage, *(["fork"] if fork else [])],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": ROOT},

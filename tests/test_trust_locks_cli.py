@@ -91,12 +91,12 @@ def test_a_command_is_refused_while_another_process_writes_its_folder(command, t
         "promote": ["promote", "--registry", out, "--rollback"],
     }[command]
     folder = os.path.join(out, "albert") if command == "promote" else out
-    holder = hold(folder)
+    holder = hold(folder, command)  # as a second terminal, or a retried task, meets the first
     try:
         before = tree(out)
         r = albert(*args)
         what = f"--registry {out} (model albert)" if command == "promote" else f"--out {out}"
-        r.fails(2, f"{what} is in use by another `albert corpus` (host {HOST}, pid {holder.pid}, since ")
+        r.fails(2, f"{what} is in use by another `albert {command}` (host {HOST}, pid {holder.pid}, since ")
         assert tree(out) == before
     finally:
         kill9(holder)
@@ -110,10 +110,10 @@ def test_a_bucket_folder_is_locked_by_an_object_with_a_lease(bucket):
     from pipelines.core import storage
 
     out = f"{bucket}/vocab"
-    holder = hold(out)  # this host: a lease of 120 s, renewed every 40 s
+    holder = hold(out, "vocab")  # this host: a lease of 120 s, renewed every 40 s
     try:
         albert("vocab", "--out", out).fails(
-            2, f"--out {out} is in use by another `albert corpus` (host {HOST}, pid {holder.pid}"
+            2, f"--out {out} is in use by another `albert vocab` (host {HOST}, pid {holder.pid}"
         )
     finally:
         kill9(holder)

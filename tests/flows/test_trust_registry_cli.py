@@ -515,47 +515,38 @@ def test_a_copy_torn_during_registration_never_becomes_production(tmp_path, ckpt
 
 
 @pytest.mark.slow
-def test_a_promotion_started_while_another_runs_is_refused_naming_it(tmp_path, ckpt, instances_dir):
-    """Two `albert promote` processes on one registry: the second, started while the first holds the
-    registry's lock (for its whole promotion, evaluations included), is refused in one line naming it
-    (exit 2) and registers nothing; the first promotes. Promoters that do not lock still meet the
-    pointer's compare-and-swap (tests/flows/test_registry.py: one winner, the others conflicts)."""
-    import subprocess
-    import sys
-    import time
-
+def test_a_promotion_while_another_holds_the_registry_is_refused_and_a_killed_one_is_taken_over(
+    tmp_path, ckpt, instances_dir
+):
+    """`albert promote` while another process holds the model's lock in the registry (a promotion
+    holds it from its first checks to its end, evaluations included) is refused in one line naming
+    it (exit 2) and registers nothing; once that process is killed with SIGKILL, the same command takes
+    the lock over and promotes. Promoters that do not lock still meet the pointer's compare-and-swap
+    (tests/flows/test_registry.py: one winner, the others conflicts)."""
     from pipelines.core import lock
-    from tests.cli import ROOT
+    from tests.lock_holder import hold, kill9
 
     root = str(tmp_path / "reg")
     reg = Registry(root)
     reg.set_production(
         reg.register(perturbed_copy(ckpt, str(tmp_path / "worse")), {"mlm_loss": 99.0}, {}), None
     )
-    cands = []
-    for i in range(2):
-        shutil.copytree(ckpt, tmp_path / f"cand{i}")
-        cands.append(str(tmp_path / f"cand{i}"))
-    args = ["--registry", root, "--instances", instances_dir, "--max-regression", "0.5"]
-    env = {**os.environ, "PYTHONPATH": ROOT, **api_env()}
-    first = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "promote", "--candidate", cands[0], *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    held = os.path.join(root, "albert", lock.NAME)
-    while not os.path.exists(held):  # it holds the lock from its first checks on
-        assert first.poll() is None, first.stderr.read()
-        time.sleep(0.1)
-    before = tree(root)
-    second = albert("promote", "--candidate", cands[1], *args, env=api_env())
-    second.fails(
-        2,
-        f"--registry {root} (model albert) is in use by another `albert promote` "
-        f"(host {lock.HOST}, pid {first.pid}, since ",
-    )
-    assert tree(root) == before  # nothing registered, nothing logged
-    out, err = first.communicate(timeout=600)
-    assert first.returncode == 0 and '"event": "promote"' in out and "Traceback" not in err, err
-    assert reg.production()["version"] == "v2" and reg.versions() == ["v1", "v2"]
-    assert [e["event"] for e in reg.log()] == ["promote"]
-    assert not os.path.exists(held)  # released when the promotion ended
+    cand = shutil.copytree(ckpt, str(tmp_path / "cand"))
+    args = ["promote", "--candidate", cand, "--registry", root, "--instances", instances_dir]
+    holder = hold(os.path.join(root, "albert"), "promote")
+    try:
+        before = tree(root)
+        r = albert(*args, "--max-regression", "0.5", env=api_env())
+        r.fails(
+            2,
+            f"--registry {root} (model albert) is in use by another `albert promote` "
+            f"(host {lock.HOST}, pid {holder.pid}, since ",
+            "wait for it to finish, or stop it",
+        )
+        assert tree(root) == before  # nothing registered, nothing logged
+    finally:
+        kill9(holder)
+    r = albert(*args, "--max-regression", "0.5", env=api_env()).ok()
+    assert f"taking over the lock of pid {holder.pid} on {lock.HOST} (no longer running)" in r.err
+    assert reg.production()["version"] == "v2" and [e["event"] for e in reg.log()] == ["promote"]
+    assert not os.path.exists(os.path.join(root, "albert", lock.NAME))  # released when it ended

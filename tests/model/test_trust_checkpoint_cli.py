@@ -411,7 +411,8 @@ def test_evaluate_out_is_checked_before_the_work(ckpt, tmp_path, instances_dir):
         2, "is not an `albert evaluate` report", "--force"
     )
     evaluate(ckpt, instances_dir, "--out", os.path.join(ckpt, "model.safetensors")).fails(
-        2, "is inside the checkpoint folder"  # a file of an input: refused even with --force
+        2,
+        "is inside the checkpoint folder",  # a file of an input: refused even with --force
     )
     evaluate(ckpt, instances_dir, "--out", str(tmp_path)).fails(2, "is a folder")
     blocker = tmp_path / "a-file"
