@@ -115,8 +115,10 @@ def reference(tmp_path_factory, instances_dir, model_config_file) -> dict[str, b
 
 @pytest.mark.parametrize(
     "signals, code",
-    [((signal.SIGTERM, signal.SIGTERM), 143), ((signal.SIGINT,), 130)],
-    ids=["SIGTERM-twice", "SIGINT"],
+    [
+        pytest.param((signal.SIGTERM, signal.SIGTERM), 143, id="SIGTERM-twice"),
+        pytest.param((signal.SIGINT,), 130, id="SIGINT", marks=pytest.mark.slow),  # the same path
+    ],
 )
 def test_a_signal_saves_the_step_in_flight_and_the_rerun_ends_identical(
     tmp_path, instances_dir, model_config_file, reference, signals, code
@@ -143,6 +145,7 @@ def test_a_signal_saves_the_step_in_flight_and_the_rerun_ends_identical(
     assert final_files(run_dir) == reference  # bit-exact
 
 
+@pytest.mark.slow
 def test_sigterm_without_a_pause_saves_where_it_landed(tmp_path, instances_dir, model_config_file, reference):
     """No hook: SIGTERM lands wherever the running loop is (a step, a log write, the loader)."""
     run_dir = str(tmp_path / "run")
@@ -232,5 +235,3 @@ def test_a_run_without_an_eval_split_says_it_trains_without_evaluation(
         *cli_args(glob, str(tmp_path / "glob"), model_config_file, "--steps", "2", "--vocab", vocab_dir)
     )
     assert f"training without evaluation: --instances {glob} names files, not a folder" in r.ok().err
-    r = albert(*cli_args(instances_dir, str(tmp_path / "with-eval"), model_config_file, "--steps", "2")).ok()
-    assert "without evaluation" not in r.err
