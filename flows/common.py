@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -221,21 +220,16 @@ def stream_process(
 
 
 def _stop_group(proc: subprocess.Popen, grace_s: float, on_line: Callable[[str], None] | None = None) -> None:
-    """SIGTERM to proc's process group (it leads one: start_new_session), SIGKILL after `grace_s`
-    seconds if proc is still running. on_line: when nothing else reads proc's output any more, each
-    line it prints meanwhile (read by a helper thread)."""
+    """SIGTERM to proc's process group (it leads one: start_new_session), SIGKILL to what is left of it
+    after proc exited or `grace_s` seconds. on_line: when nothing else reads proc's output any more,
+    each line it prints meanwhile (read by a helper thread)."""
+    from flows.server import stop_process_group
+
     reader = None
     if on_line is not None and proc.stdout is not None:
         reader = threading.Thread(target=_read_lines, args=(proc.stdout, on_line), daemon=True)
         reader.start()
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    stop_process_group(proc, grace_s)
     if reader is not None:
         reader.join(timeout=5)  # the rest of its output; a process it left behind may hold the pipe
 

@@ -60,6 +60,19 @@ def gone(pid: int) -> bool:
         return True
 
 
+def trainers(pid: int) -> list[psutil.Process]:
+    """The `albert pretrain` processes under pid (not their loader workers, which share the command)."""
+
+    def is_trainer(p: psutil.Process) -> bool:
+        return "flows.cli" in p.cmdline() and "pretrain" in p.cmdline()
+
+    return [
+        p
+        for p in psutil.Process(pid).children(recursive=True)
+        if is_trainer(p) and not is_trainer(p.parent())
+    ]
+
+
 def stop_after_first_line(lines: list[str]):
     def log(line: str) -> None:
         lines.append(line)
@@ -151,7 +164,7 @@ def final_weights(root: str) -> bytes:
 @pytest.mark.slow
 def test_a_flow_stopped_with_sigterm_keeps_the_step_in_flight_and_its_rerun_ends_identical(
     tmp_path,
-    instances_dir,
+    instances_dir,  # noqa: F811
     model_config_file,  # noqa: F811
 ):
     reference_root, root = str(tmp_path / "reference"), str(tmp_path / "factory")
@@ -164,7 +177,7 @@ def test_a_flow_stopped_with_sigterm_keeps_the_step_in_flight_and_its_rerun_ends
     while time.monotonic() < deadline and flow.poll() is None:
         metrics = glob.glob(os.path.join(root, "runs", "*", "metrics.jsonl"))
         if metrics and '"step": 5,' in open(metrics[0]).read():
-            (trainer,) = [p for p in psutil.Process(flow.pid).children() if "pretrain" in p.cmdline()]
+            (trainer,) = trainers(flow.pid)
             break
         time.sleep(0.05)
     assert trainer is not None, flow.communicate()[0][-5000:]
@@ -186,3 +199,105 @@ def test_a_flow_stopped_with_sigterm_keeps_the_step_in_flight_and_its_rerun_ends
     again = finished(flow_process(flow_params(instances_dir, model_config_file, root), home))
     assert f"resumed from {ckpt.step_dir(run, stopped)} (step {stopped})" in again
     assert final_weights(root) == reference  # bit-exact
+
+
+# ------------------------------------------------------------------------- a real Prefect cancel
+
+SERVE = """
+import json, sys
+import prefect
+from flows.pretrain import pretrain
+prefect.serve(pretrain.to_deployment(name="cancel-probe", parameters=json.loads(sys.argv[1])), limit=1)
+"""
+
+
+def wait_for(what: str, check, proc: subprocess.Popen, log_path: str, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        if proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    pytest.fail(f"{what}: not within {timeout} s; serve log:\n{open(log_path).read()[-5000:]}")
+
+
+@pytest.mark.slow
+def test_a_deployment_run_cancelled_through_the_api_keeps_the_step_in_flight(
+    tmp_path,
+    instances_dir,  # noqa: F811
+    model_config_file,  # noqa: F811
+):
+    """`prefect.serve` runs the deployment (a Runner, as `albert serve` does); the test creates a run
+    and cancels it through the API, as the UI's Cancel button does. The Runner SIGTERMs the flow run's
+    process; the trainer saves its step in flight; the run ends Cancelled."""
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+    from prefect.states import Cancelling
+
+    from flows.server import stop_process_group
+    from tests.flows.conftest import flow_run_logs
+
+    root = str(tmp_path / "factory")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_API_URL=PREFECT_API_URL.value(),
+        PREFECT_HOME=str(tmp_path / "serve-home"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_RUNNER_POLL_FREQUENCY="2",
+        PYTHONPATH=ROOT,
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS="1",
+    )
+    params = flow_params(instances_dir, model_config_file, root) | {"steps": 100_000}
+    log_path = str(tmp_path / "serve.log")
+    with open(log_path, "ab") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVE, json.dumps(params)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        with get_client(sync_client=True) as client:
+
+            def deployment():
+                try:
+                    return client.read_deployment_by_name("pretrain/cancel-probe")
+                except ObjectNotFound:
+                    return None
+
+            wait_for("the deployment registered", deployment, server, log_path)
+            run = run_deployment("pretrain/cancel-probe", timeout=0)
+            metrics = os.path.join(root, "runs", "*", "metrics.jsonl")
+            wait_for(
+                "the trainer at step 5",
+                lambda: any('"step": 5,' in open(p).read() for p in glob.glob(metrics)),
+                server,
+                log_path,
+            )
+            (trainer,) = trainers(server.pid)
+            sent = time.monotonic()
+            client.set_flow_run_state(run.id, Cancelling(), force=True)  # the UI's Cancel
+
+            def cancelled():
+                state = client.read_flow_run(run.id).state
+                return state is not None and state.is_cancelled() and gone(trainer.pid)
+
+            wait_for("the run Cancelled, its trainer gone", cancelled, server, log_path)
+            seconds = time.monotonic() - sent
+    finally:
+        stop_process_group(server)
+
+    (run_dir,) = glob.glob(os.path.join(root, "runs", "*"))
+    (stopped,) = ckpt.list_steps(run_dir)
+    line = f"albert pretrain: interrupted: SIGTERM at step {stopped}: saved {ckpt.step_dir(run_dir, stopped)}"
+    assert any(line in message for message in flow_run_logs(run.id))  # in the run's logs, in the UI
+    print(
+        f"\nPrefect cancel: trainer stopped at step {stopped}; run Cancelled {seconds:.1f} s after the request"
+    )
