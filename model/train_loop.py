@@ -45,7 +45,7 @@ class Cadence:
         return bool(self.eval_every) and step % self.eval_every == 0 and step < self.steps
 
     def save(self, step: int) -> bool:
-        """The last step is saved after the final evaluation, not here."""
+        """The last step is saved at the end of the run (`Trainer.fit`), not here."""
         return step % self.save_every == 0 and step < self.steps
 
 

@@ -165,6 +165,20 @@ def test_sigterm_without_a_pause_saves_where_it_landed(tmp_path, instances_dir, 
     assert final_files(run_dir) == reference
 
 
+def test_a_stop_during_a_divergence_streak_waits_for_its_end(tmp_path, instances_dir, model_config_file):
+    """Steps 7 and 8 have a NaN loss (updates skipped): SIGTERM during the pause after step 6 stops the
+    run after step 9, the first finite one, never inside the streak."""
+    run_dir = str(tmp_path / "run")
+    hooks = launcher(nan_steps=(6, 7), sleep=(PAUSE_AT, 120))
+    proc = start(cli_args(instances_dir, run_dir, model_config_file, *EXTRA), hooks)
+    wait_for_step(proc, run_dir, PAUSE_AT)
+    _, _, err = signal_group(proc, signal.SIGTERM)
+    line = interrupted_line(err, 143, proc.returncode)
+    assert f"SIGTERM at step 9: saved {ckpt.step_dir(run_dir, 9)}" in line
+    assert "step 8: non-finite loss or gradient, update skipped (2 in a row)" in err
+    assert ckpt.list_steps(run_dir) == [9]
+
+
 def test_a_second_ctrl_c_stops_at_once_without_a_checkpoint(tmp_path, instances_dir, model_config_file):
     run_dir = str(tmp_path / "run")
     proc = start(cli_args(instances_dir, run_dir, model_config_file, *EXTRA), launcher(sleep=(PAUSE_AT, 120)))
