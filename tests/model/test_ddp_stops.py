@@ -117,7 +117,11 @@ def test_ddp_ranks_agree_save_the_step_in_flight_and_resume_identical(
     expected = (
         f"albert pretrain: interrupted: SIGTERM at step {stopped}: saved {saved}; rerun the same command"
     )
-    assert len(lines) == 2 and all(line.startswith(expected) for line in lines), out[-5000:]  # one per rank
+    assert lines and all(line.startswith(expected) for line in lines), out[-5000:]
+    if sender == "agent-group":  # one line per rank
+        assert len(lines) == 2, out[-5000:]
+    # With rank 1 alone signalled, the agent sees it exit 143 and SIGTERMs rank 0 itself, which may land
+    # after rank 0 saved and before it printed its line.
     assert ckpt.list_steps(run_dir) == [stopped]
     state = json.load(open(os.path.join(saved, "trainer.json")))
     assert state["world_size"] == 2 and [r["rank"] for r in state["ranks"]] == [0, 1]
