@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from model.train_state import Progress
-from pipelines.core.errors import UserError
+from pipelines.core.errors import Interrupted, UserError
 
 
 class TrainingDiverged(UserError):
@@ -121,6 +121,14 @@ class StopRequest:
         signum = next((int(s) for s, n in zip(STOP_SIGNALS, summed) if n > 0), 0)
         out_of_time = summed[len(STOP_SIGNALS)] > 0
         return Stop(signum, out_of_time) if signum or out_of_time else None
+
+    @staticmethod
+    def interrupted(signum: int, step: int, checkpoint: str) -> Interrupted:
+        """The error a signalled run raises once `checkpoint` (of `step`) is written: one line."""
+        name = signal.Signals(signum).name
+        return Interrupted(
+            signum, f"{name} at step {step}: saved {checkpoint}; rerun the same command to resume"
+        )
 
     def _handle(self, signum: int, frame) -> None:
         if self.signum and signum == signal.SIGINT:

@@ -37,7 +37,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import sys
 
 import torch
@@ -63,7 +62,7 @@ from model.train_inputs import (
 from model.train_loop import Cadence, DivergenceGuard, StopRequest, TrainClock
 from model.train_state import DataPosition, ModelState, OptimizerState, Progress, RNGState
 from pipelines.core import storage
-from pipelines.core.errors import Interrupted, UserError
+from pipelines.core.errors import UserError
 
 
 class Trainer:
@@ -338,48 +337,51 @@ class Trainer:
         guard = DivergenceGuard(self.cfg.training.max_bad_steps, lambda: ckpt.latest(self.cfg.out))
         last_saved, stop = (self.step if self.resumed_from else None), None
         self.clock.restart()
-        # SIGTERM / SIGINT set a flag from here on (loader workers are forked after: they ignore both).
-        with self.stop.catching_signals(), contextlib.closing(log):
-            batches, window = self._batches(), MetricsWindow()
-            while self.step < steps:
-                m = self.train_step(self._next_micro_batches(batches))
-                self.step += 1
-                self.progress.count(m)
-                guard.update(m["finite"], self.step, log.message)
-                window.add(m)
-                stop = None if guard.streak else m["stop"]  # a stop waits for the end of a streak
-                if stop:  # saved first: the step in flight is kept even if what follows fails
-                    last_saved = self._save(log, quiet=bool(stop.signum))
-                    if stop.signum:
-                        name, path = signal.Signals(stop.signum).name, ckpt.step_dir(self.cfg.out, self.step)
-                        why = f"{name} at step {self.step}: saved {path}; rerun the same command to resume"
-                        raise Interrupted(stop.signum, why)
-                if self.cadence.log(self.step):
-                    seconds = self.clock.elapsed()
-                    rec = window.record(self.step, m["lr"], self.progress.skipped_steps, seconds)
-                    log.write(rec, progress_line(rec, steps), advance=window.steps)
-                    window = MetricsWindow()
-                if self.cadence.evaluate(self.step) and not stop:
-                    self._log_eval(log)
-                if self.cadence.save(self.step) and not guard.streak and not stop:  # never mid-streak
-                    last_saved = self._save(log)
-                if stop:
-                    break
-            # The run's last checkpoint before its final evaluation: a signal during that evaluation
-            # (the default handlers are back) loses no step.
-            if last_saved != self.step:
-                self._save(log)
+        with contextlib.closing(log):
+            # SIGTERM / SIGINT only set a flag in here (loader workers, forked after, ignore both).
+            with self.stop.catching_signals():
+                batches, window = self._batches(), MetricsWindow()
+                while self.step < steps:
+                    m = self.train_step(self._next_micro_batches(batches))
+                    self.step += 1
+                    self.progress.count(m)
+                    guard.update(m["finite"], self.step, log.message)
+                    window.add(m)
+                    stop = None if guard.streak else m["stop"]  # a stop waits for the end of a streak
+                    if stop:  # saved first: the step in flight is kept even if what follows fails
+                        last_saved = self._save(log, quiet=bool(stop.signum))
+                        self._raise_if_signalled(stop.signum)
+                    if self.cadence.log(self.step):
+                        seconds = self.clock.elapsed()
+                        rec = window.record(self.step, m["lr"], self.progress.skipped_steps, seconds)
+                        log.write(rec, progress_line(rec, steps), advance=window.steps)
+                        window = MetricsWindow()
+                    if self.cadence.evaluate(self.step) and not stop:
+                        self._log_eval(log)
+                    if self.cadence.save(self.step) and not guard.streak and not stop:  # never mid-streak
+                        last_saved = self._save(log)
+                    if stop:
+                        break
+                if last_saved != self.step:  # the last step, saved before the final evaluation
+                    self._save(log, quiet=bool(self.stop.signum))
+                self._raise_if_signalled(self.stop.signum)  # a signal after the last step's votes
+            # From here a signal stops at once (flows/cli.py's handlers are back): every step is saved.
             final_eval = self._log_eval(log)
             if self.files is not None:
                 plot_curves(self.files.local)
-            done = f"time budget of {self.cfg.runtime.max_minutes} min used up at step {self.step}"
-            return {
-                "step": self.step,
-                "checkpoint": ckpt.step_dir(self.cfg.out, self.step),
-                "stop": done if stop else "done",
-                "eval": final_eval,
-                **self.progress.counters(),
-            }
+        done = f"time budget of {self.cfg.runtime.max_minutes} min used up at step {self.step}"
+        return {
+            "step": self.step,
+            "checkpoint": ckpt.step_dir(self.cfg.out, self.step),
+            "stop": done if stop else "done",
+            "eval": final_eval,
+            **self.progress.counters(),
+        }
+
+    def _raise_if_signalled(self, signum: int) -> None:
+        """After this step's checkpoint: Interrupted (one line, exit 128 + signum) if a signal came."""
+        if signum:
+            raise StopRequest.interrupted(signum, self.step, ckpt.step_dir(self.cfg.out, self.step))
 
     def _save(self, log: MetricsLog, quiet: bool = False) -> int:
         """A checkpoint of the step just done (train_seconds banked first); returns the step."""

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -252,7 +253,7 @@ def test_a_deployment_run_cancelled_through_the_api_keeps_the_step_in_flight(
         PYTHONUNBUFFERED="1",
         OMP_NUM_THREADS="1",
     )
-    params = flow_params(instances_dir, model_config_file, root) | {"steps": 100_000}
+    params = flow_params(instances_dir, model_config_file, root) | {"steps": 2000}
     log_path = str(tmp_path / "serve.log")
     with open(log_path, "ab") as log:
         server = subprocess.Popen(
@@ -291,8 +292,12 @@ def test_a_deployment_run_cancelled_through_the_api_keeps_the_step_in_flight(
 
             wait_for("the run Cancelled, its trainer gone", cancelled, server, log_path)
             seconds = time.monotonic() - sent
-    finally:
+    finally:  # the flow run and its trainer lead process groups of their own: stopped one by one
+        left = psutil.Process(server.pid).children(recursive=True)
         stop_process_group(server)
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
 
     (run_dir,) = glob.glob(os.path.join(root, "runs", "*"))
     (stopped,) = ckpt.list_steps(run_dir)
