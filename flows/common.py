@@ -13,14 +13,13 @@ its folder, and so its --out, is the same).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
-import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -159,6 +158,12 @@ def albert_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "flows.cli", *args]
 
 
+# How long a stage process may take to stop after SIGTERM before it is killed: `albert pretrain` finishes
+# its step in flight and writes a checkpoint first (docs/trust-training.md), which takes a minute or
+# more for a large model on a bucket.
+STOP_GRACE_S = 300.0
+
+
 def stream_process(
     cmd: Sequence[str],
     log: Callable[[str], None],
@@ -166,9 +171,13 @@ def stream_process(
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     tail_lines: int = 40,
+    stop_grace_s: float = STOP_GRACE_S,
 ) -> list[str]:
-    """Run cmd, sending every output line to `log` as it comes; returns the last lines. On a timeout
-    the whole process group is terminated (torchrun and its workers), then killed."""
+    """Run cmd, sending every output line to `log` as it comes; returns the last lines.
+
+    On a timeout, and when the flow itself is stopped (a cancelled run: Prefect raises in this thread),
+    the process group gets SIGTERM, and SIGKILL `stop_grace_s` later if it is still running; what it
+    prints meanwhile (the trainer's checkpoint, its one `interrupted` line) still goes to `log`."""
     proc = subprocess.Popen(
         list(cmd),
         stdout=subprocess.PIPE,
@@ -186,7 +195,7 @@ def stream_process(
         if finished.wait(timeout_s):  # the process ended first
             return
         timed_out.set()
-        _stop_group(proc)
+        _stop_group(proc, stop_grace_s)  # the reading loop below logs what it prints meanwhile
 
     if timeout_s:
         threading.Thread(target=watchdog, daemon=True).start()
@@ -198,7 +207,8 @@ def stream_process(
             log(line)
         code = proc.wait()
     except BaseException:
-        _stop_group(proc)  # the flow was cancelled or timed out: never leave a trainer behind
+        # The flow was cancelled or stopped: never leave a trainer behind, and log its last lines.
+        _stop_group(proc, stop_grace_s, on_line=lambda line: (tail.append(line), log(line)))
         raise
     finally:
         finished.set()
@@ -209,18 +219,25 @@ def stream_process(
     return list(tail)
 
 
-def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.time() + grace_s
-        while proc.poll() is None and time.time() < deadline:
-            time.sleep(0.1)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _stop_group(proc: subprocess.Popen, grace_s: float, on_line: Callable[[str], None] | None = None) -> None:
+    """SIGTERM to proc's process group (it leads one: start_new_session), SIGKILL to what is left of it
+    after proc exited or `grace_s` seconds. on_line: when nothing else reads proc's output any more,
+    each line it prints meanwhile (read by a helper thread)."""
+    from flows.server import stop_process_group
+
+    reader = None
+    if on_line is not None and proc.stdout is not None:
+        reader = threading.Thread(target=_read_lines, args=(proc.stdout, on_line), daemon=True)
+        reader.start()
+    stop_process_group(proc, grace_s)
+    if reader is not None:
+        reader.join(timeout=5)  # the rest of its output; a process it left behind may hold the pipe
+
+
+def _read_lines(stream, on_line: Callable[[str], None]) -> None:
+    with contextlib.suppress(OSError, ValueError):  # the pipe closed under us
+        for line in stream:
+            on_line(line.rstrip("\n"))
 
 
 # ---------------------------------------------------------------------------- retries, failures

@@ -12,6 +12,12 @@ resumes from its last checkpoint.
 When the trainer has finished, this flow writes `<run>/manifest.json` (the stage contract): a run
 folder with a manifest is reused as is.
 
+A cancelled flow run keeps the trainer's work: Prefect stops the flow with SIGTERM, which raises in
+the flow; `stream_process` passes SIGTERM on to the trainer's process group, goes on logging its
+output, and waits up to `stop_grace_seconds` (then SIGKILL) while the trainer finishes its step in
+flight, writes a checkpoint and exits 143. With torchrun, the agent passes the signal to its workers
+and waits for them a little less long (--shutdown-timeout). A rerun resumes from that checkpoint.
+
 backend="deployment" hands the same flow (with backend="local" and the run folder fixed) to a
 deployment on a GPU/TPU work pool through prefect.deployments.run_deployment. The job spec of that
 pool (image, accelerator, machine type, resources) is the `job_variables` parameter, never code; the
@@ -29,6 +35,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows import preflight
 from flows.common import (
+    STOP_GRACE_S,
     albert_command,
     flow_run_id,
     logger,
@@ -92,11 +99,16 @@ def run_key(instances_dir: str, options: dict[str, Any], extra_args: list[str]) 
     return stage_key("pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=extra)
 
 
-def trainer_command(cfg: TrainConfig, nproc_per_node: int, nnodes: int) -> list[str]:
+def trainer_command(
+    cfg: TrainConfig, nproc_per_node: int, nnodes: int, stop_grace_s: float = STOP_GRACE_S
+) -> list[str]:
     argv = ["pretrain", *train_argv(cfg)]
     if nproc_per_node <= 1 and nnodes <= 1:
         return albert_command(*argv)
     cmd = albert_command()[:1] + ["-m", "torch.distributed.run", f"--nproc_per_node={nproc_per_node}"]
+    # After SIGTERM the agent waits this long for its workers (their step and checkpoint), then kills
+    # them: before the flow's own deadline (stop_grace_s) kills the agent.
+    cmd.append(f"--shutdown-timeout={max(1, int(stop_grace_s) - 15)}")
     if nnodes > 1:  # the other nodes run the same command; rendezvous from the job's environment
         cmd += [
             f"--nnodes={nnodes}",
@@ -107,12 +119,13 @@ def trainer_command(cfg: TrainConfig, nproc_per_node: int, nnodes: int) -> list[
 
 
 @stage_task("pretrain-process", backoff_factor=30)
-def run_trainer(cmd: list[str], timeout_s: float | None) -> list[str]:
+def run_trainer(cmd: list[str], timeout_s: float | None, stop_grace_s: float = STOP_GRACE_S) -> list[str]:
     """The trainer as its own process, output streamed to the logs. A retry (e.g. after a preempted
-    node or a killed process) runs the same command, which resumes from the last checkpoint."""
+    node or a killed process) runs the same command, which resumes from the last checkpoint. Stopped
+    (a cancelled run, the timeout), it gets SIGTERM and `stop_grace_s` to save, then SIGKILL."""
     log = logger()
     log.info("running: %s", " ".join(cmd))
-    return stream_process(cmd, log.info, timeout_s=timeout_s)
+    return stream_process(cmd, log.info, timeout_s=timeout_s, stop_grace_s=stop_grace_s)
 
 
 def final_checkpoint(run_dir: str) -> str:
@@ -212,6 +225,7 @@ def pretrain(
     job_variables: dict[str, Any] = {},  # noqa: B006
     run_dir: str | None = None,
     timeout_minutes: float = 7 * 24 * 60,
+    stop_grace_seconds: float = STOP_GRACE_S,
 ) -> dict:
     """Pretrain (or reuse, or resume) a model on an instances folder.
 
@@ -219,7 +233,9 @@ def pretrain(
     from these weights (re-pretraining continues from production). backend: "local" runs the trainer
     here (torchrun when nproc_per_node/nnodes > 1); "deployment" hands this flow to `deployment` on its
     work pool with `job_variables` (e.g. {"image": ..., "machine_type": ..., "accelerator_type": ...,
-    "accelerator_count": 8}). Returns {"dir", "key", "reused", "checkpoint", "summary"}."""
+    "accelerator_count": 8}). stop_grace_seconds: how long a cancelled run waits for the trainer to
+    finish its step and write its checkpoint before killing it (default 300 s).
+    Returns {"dir", "key", "reused", "checkpoint", "summary"}."""
     options = {
         "config": config,
         "steps": steps,
@@ -261,8 +277,10 @@ def pretrain(
             return
         if backend != "local":
             raise ValueError(f"backend must be 'local' or 'deployment', not {backend!r}")
-        cmd = trainer_command(dataclasses.replace(cfg, out=out), nproc_per_node, nnodes)
-        run_trainer.with_options(timeout_seconds=timeout_minutes * 60)(cmd, timeout_minutes * 60)
+        cmd = trainer_command(dataclasses.replace(cfg, out=out), nproc_per_node, nnodes, stop_grace_seconds)
+        run_trainer.with_options(timeout_seconds=timeout_minutes * 60)(
+            cmd, timeout_minutes * 60, stop_grace_seconds
+        )
         checkpoint = final_checkpoint(out)
         write_run_manifest(out, instances_dir, options, checkpoint, training_summary(out))
 

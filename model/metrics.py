@@ -29,7 +29,7 @@ AVERAGED = ("loss", "mlm_loss", "sop_loss", "mlm_acc", "sop_acc", "grad_norm")
 class MetricsWindow:
     """The steps since the last train record: averages over its finite steps, rates over its time."""
 
-    started: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.monotonic)  # rates from a clock that never jumps
     steps: int = 0
     good: int = 0
     """Steps with a finite loss and gradient (the averages are over these)."""
@@ -47,7 +47,7 @@ class MetricsWindow:
 
     def record(self, step: int, lr: float, skipped_steps: int, elapsed_s: float) -> dict:
         """The window's train record (no averages when none of its steps was finite)."""
-        seconds = max(time.time() - self.started, 1e-9)
+        seconds = max(time.monotonic() - self.started, 1e-9)
         means = {k: v / self.good for k, v in self.sums.items()} if self.good else {}
         return {
             "kind": "train",
@@ -95,7 +95,7 @@ class MetricsLog:
         self.files = files
         self.tb = None
         self.bar = None
-        self.sync_seconds, self.last_sync = sync_seconds, time.time()
+        self.sync_seconds, self.last_sync = sync_seconds, time.monotonic()
         if files is None:
             return
         self.path = files.path("metrics.jsonl")
@@ -124,7 +124,7 @@ class MetricsLog:
             for k, v in record.items():
                 if isinstance(v, (int, float)) and k not in ("step", "kind"):
                     self.tb.add_scalar(f"{prefix}/{k}", v, record["step"])
-        if time.time() - self.last_sync >= self.sync_seconds:
+        if time.monotonic() - self.last_sync >= self.sync_seconds:
             self.sync()
         if self.bar is not None:
             self.bar.update(advance)
@@ -148,7 +148,7 @@ class MetricsLog:
         if self.tb is not None:
             self.tb.flush()
         self.files.sync()
-        self.last_sync = time.time()
+        self.last_sync = time.monotonic()
 
     def close(self) -> None:
         if self.tb is not None:

@@ -1,19 +1,27 @@
 """The decisions of the training loop, each in a small object that `Trainer.fit` asks:
 
-Cadence          after step s: log? evaluate? save? look at the clock (the time budget)?
-TrainClock       seconds of training, banked into progress.train_seconds before each checkpoint
-                 (so that it records them) and at the end
+Cadence          after step s: log? evaluate? save?
+TrainClock       seconds of training on a monotonic clock, banked into progress.train_seconds before
+                 each checkpoint (so that it records them) and at the end
+StopRequest      stop after the step in flight? (SIGTERM or SIGINT received, the time budget used up),
+                 agreed by all ranks through the step's own all-reduce
 DivergenceGuard  the streak of steps with a non-finite loss or gradient -> TrainingDiverged
 """
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from model.train_state import Progress
-from pipelines.core.errors import UserError
+from pipelines.core.errors import Interrupted, UserError
 
 
 class TrainingDiverged(UserError):
@@ -22,13 +30,12 @@ class TrainingDiverged(UserError):
 
 @dataclass(frozen=True)
 class Cadence:
-    """When to log, evaluate, save and check the time budget, from the step just done."""
+    """When to log, evaluate and save, from the step just done."""
 
     steps: int
     log_every: int
     eval_every: int
     save_every: int
-    max_minutes: float | None
 
     def log(self, step: int) -> bool:
         return step % self.log_every == 0 or step == self.steps
@@ -38,33 +45,113 @@ class Cadence:
         return bool(self.eval_every) and step % self.eval_every == 0 and step < self.steps
 
     def save(self, step: int) -> bool:
-        """The last step is saved after the final evaluation, not here."""
+        """The last step is saved at the end of the run (`Trainer.fit`), not here."""
         return step % self.save_every == 0 and step < self.steps
-
-    def check_time(self, step: int) -> bool:
-        """With a budget, the clock is read (and agreed on by all ranks) at the logging steps."""
-        return self.max_minutes is not None and step % self.log_every == 0
-
-    def over_budget(self, seconds: float) -> bool:
-        return self.max_minutes is not None and seconds > self.max_minutes * 60
 
 
 class TrainClock:
     """Seconds of training: the run's banked progress.train_seconds (resumed ones included) plus the
-    running segment."""
+    running segment. Measured with time.monotonic, never read off the wall clock: an NTP correction, a
+    migrated VM or a resumed laptop moves time.time() by hours, which neither stops a run nor stretches
+    its budget, nor lands in trainer.json."""
 
     def __init__(self, progress: Progress):
         self.progress = progress
-        self.started = time.time()
+        self.started = time.monotonic()
+
+    def restart(self) -> None:
+        """A new running segment from now (the start of `Trainer.fit`)."""
+        self.started = time.monotonic()
 
     def elapsed(self) -> float:
-        return self.progress.train_seconds + time.time() - self.started
+        return self.progress.train_seconds + time.monotonic() - self.started
 
     def bank(self) -> None:
         """Add the running segment to progress.train_seconds (before a checkpoint records it)."""
-        now = time.time()
+        now = time.monotonic()
         self.progress.train_seconds += now - self.started
         self.started = now
+
+
+# Signals that ask a run to stop with a checkpoint: how Prefect cancels a run, how Kubernetes and spot
+# VMs preempt one (SIGTERM), and Ctrl-C (SIGINT).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What all ranks agreed on after a step: `signum` (a signal reached some rank) or the budget."""
+
+    signum: int = 0
+    out_of_time: bool = False
+
+
+class StopRequest:
+    """Whether to stop after the step in flight, decided by every rank alike.
+
+    Each rank votes in the step's own all-reduce (`Trainer.train_step` adds `votes()` to its sums, so
+    the agreement costs no collective of its own): one vote per stop signal that reached this rank,
+    and, on the rank that judges time (rank 0), one when the time budget is used up. `agreed` reads the
+    summed votes: a signal on any rank stops them all, and a run stops at the same step on every rank.
+    The clock is read every step, whatever --log-every is.
+
+    While `catching_signals()` is active, SIGTERM and SIGINT only set `signum`; the loop finishes the
+    step in flight, saves, and raises `Interrupted`. A repeated SIGTERM changes nothing (the stop is
+    under way). A second Ctrl-C is a person who will not wait: the process prints `abort_line` and
+    ends at once (exit 130), without a checkpoint and without unwinding, since an exception raised
+    wherever the signal lands (inside a loader's transfer, a checkpoint write) would end in tracebacks
+    from other threads; its loader workers are killed first, before they see a transfer cut short.
+    What it leaves is safe: a checkpoint counts only once complete."""
+
+    def __init__(self, max_minutes: float | None, clock: TrainClock, judges_time: bool, abort_line: str):
+        self.max_seconds = None if max_minutes is None else max_minutes * 60
+        self.clock, self.judges_time, self.abort_line = clock, judges_time, abort_line
+        self.signum = 0
+
+    def votes(self) -> list[float]:
+        out_of_time = (
+            self.judges_time and self.max_seconds is not None and self.clock.elapsed() > self.max_seconds
+        )
+        return [float(self.signum == s) for s in STOP_SIGNALS] + [float(out_of_time)]
+
+    @staticmethod
+    def agreed(summed: Sequence[float]) -> Stop | None:
+        """The stop that the votes summed over all ranks ask for (None: go on). SIGTERM wins over
+        SIGINT when both arrived."""
+        signum = next((int(s) for s, n in zip(STOP_SIGNALS, summed) if n > 0), 0)
+        out_of_time = summed[len(STOP_SIGNALS)] > 0
+        return Stop(signum, out_of_time) if signum or out_of_time else None
+
+    @staticmethod
+    def interrupted(signum: int, step: int, checkpoint: str) -> Interrupted:
+        """The error a signalled run raises once `checkpoint` (of `step`) is written: one line."""
+        name = signal.Signals(signum).name
+        return Interrupted(
+            signum, f"{name} at step {step}: saved {checkpoint}; rerun the same command to resume"
+        )
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.signum and signum == signal.SIGINT:
+            for worker in multiprocessing.active_children():
+                worker.kill()
+            print(self.abort_line, file=sys.stderr, flush=True)
+            os._exit(128 + signum)
+        self.signum = self.signum or signum
+
+    @contextlib.contextmanager
+    def catching_signals(self) -> Iterator[StopRequest]:
+        """SIGTERM and SIGINT set `signum` while this is active (main thread only: elsewhere Python
+        cannot set handlers, and the signals keep their handlers); the previous handlers come back
+        after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
 
 class DivergenceGuard:

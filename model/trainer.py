@@ -17,9 +17,11 @@ The step (`Trainer.train_step`), for a global batch of B sequences = world x acc
     optimizer.step()
 
 The loop (`Trainer.fit`) asks small objects what to do: a MetricsWindow (model/metrics.py) for the
-train records, a Cadence for when to log, evaluate, save and read the clock, a DivergenceGuard for the
-streak of skipped steps (model/train_loop.py). A checkpoint is the state dict of the run's stateful
-parts (`Trainer.state`, model/train_state.py), written and read by model/checkpoint.py.
+train records, a Cadence for when to log, evaluate and save, a StopRequest for a signal or the time
+budget (a monotonic clock, read every step), a DivergenceGuard for the streak of skipped steps
+(model/train_loop.py). SIGTERM or SIGINT finishes the step in flight, saves it and raises Interrupted
+(`albert pretrain` exits 143 or 130; docs/trust-training.md). A checkpoint is the state dict of the
+run's stateful parts (`Trainer.state`, model/train_state.py), written and read by model/checkpoint.py.
 
 Outputs in runs/ID: checkpoints/step-N/ (model.checkpoint), metrics.jsonl, TensorBoard events under
 tb/, curves.png at the end, train_config.json (with the first checkpoint).
@@ -57,7 +59,7 @@ from model.train_inputs import (
     run_vocabulary,
     unigram_output_bias,
 )
-from model.train_loop import Cadence, DivergenceGuard, TrainClock
+from model.train_loop import Cadence, DivergenceGuard, StopRequest, TrainClock
 from model.train_state import DataPosition, ModelState, OptimizerState, Progress, RNGState
 from pipelines.core import storage
 from pipelines.core.errors import UserError
@@ -132,12 +134,16 @@ class Trainer:
             (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
         )
         every = cfg.logging
-        self.cadence = Cadence(
-            t.steps, every.log_every, every.eval_every, cfg.checkpoint.save_every, cfg.runtime.max_minutes
-        )
+        self.cadence = Cadence(t.steps, every.log_every, every.eval_every, cfg.checkpoint.save_every)
 
         # Everything a checkpoint holds and a resume restores, by name (model/train_state.py).
         self.progress, self.data = Progress(), DataPosition()
+        self.clock = TrainClock(self.progress)
+        abort = (  # a second Ctrl-C (model/train_loop.py)
+            "albert pretrain: interrupted: stopped at once by a second Ctrl-C (SIGINT), without a "
+            "checkpoint; rerun the same command to resume from the last one"
+        )
+        self.stop = StopRequest(cfg.runtime.max_minutes, self.clock, self.dist.is_main, abort)
         self.state = {
             "model": ModelState(self.model),
             "optimizer": OptimizerState(self.model, self.optimizer),
@@ -292,8 +298,10 @@ class Trainer:
             loss.backward()
             bad = (~torch.isfinite(loss.detach())).double()
             sums += torch.stack([t.detach().double().cpu() for t in (*parts, bad)])
+        # The stop votes (a signal here, rank 0's clock) ride on this all-reduce: all ranks agree.
+        sums = torch.cat([sums, torch.tensor(self.stop.votes(), dtype=torch.float64)])
         distx.all_reduce_sum(sums, self.dist)
-        mlm_sum, mlm_correct, sop_sum, sop_correct, bad_loss = sums.tolist()
+        mlm_sum, mlm_correct, sop_sum, sop_correct, bad_loss, *votes = sums.tolist()
         params = [p for p in self.model.parameters() if p.grad is not None]
         clip = self.cfg.optim.clip_norm
         norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
@@ -318,6 +326,7 @@ class Trainer:
             "tokens": tokens,
             "sequences": N,
             "predictions": W,
+            "stop": StopRequest.agreed(votes),
         }
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -325,50 +334,63 @@ class Trainer:
     def fit(self) -> dict:
         steps, log = self.cfg.training.steps, MetricsLog(self.files, self.cfg.training.steps, self.step)
         self._announce(log)
-        batches, window, clock = self._batches(), MetricsWindow(), TrainClock(self.progress)
         guard = DivergenceGuard(self.cfg.training.max_bad_steps, lambda: ckpt.latest(self.cfg.out))
-        last_saved, stop = (self.step if self.resumed_from else None), "done"
-        try:
-            while self.step < steps:
-                m = self.train_step(self._next_micro_batches(batches))
-                self.step += 1
-                self.progress.count(m)
-                guard.update(m["finite"], self.step, log.message)
-                window.add(m)
-                if self.cadence.log(self.step):
-                    rec = window.record(self.step, m["lr"], self.progress.skipped_steps, clock.elapsed())
-                    log.write(rec, progress_line(rec, steps), advance=window.steps)
-                    window = MetricsWindow()
-                if self.cadence.evaluate(self.step):
-                    self._log_eval(log)
-                out_of_time = self.cadence.check_time(self.step) and bool(  # rank 0's clock decides
-                    distx.broadcast_object(self.cadence.over_budget(clock.elapsed()), self.dist)
-                )
-                if (self.cadence.save(self.step) or out_of_time) and not guard.streak:  # never mid-streak
-                    clock.bank()
-                    log.message(f"saved {self.save()}")
-                    log.sync()
-                    last_saved = self.step
-                if out_of_time:
-                    stop = f"time budget of {self.cfg.runtime.max_minutes} min used up at step {self.step}"
-                    break
-            clock.bank()
+        last_saved, stop = (self.step if self.resumed_from else None), None
+        self.clock.restart()
+        with contextlib.closing(log):
+            # SIGTERM / SIGINT only set a flag in here (loader workers, forked after, ignore both).
+            with self.stop.catching_signals():
+                batches, window = self._batches(), MetricsWindow()
+                while self.step < steps:
+                    m = self.train_step(self._next_micro_batches(batches))
+                    self.step += 1
+                    self.progress.count(m)
+                    guard.update(m["finite"], self.step, log.message)
+                    window.add(m)
+                    stop = None if guard.streak else m["stop"]  # a stop waits for the end of a streak
+                    if stop:  # saved first: the step in flight is kept even if what follows fails
+                        last_saved = self._save(log, quiet=bool(stop.signum))
+                        self._raise_if_signalled(stop.signum)
+                    if self.cadence.log(self.step):
+                        seconds = self.clock.elapsed()
+                        rec = window.record(self.step, m["lr"], self.progress.skipped_steps, seconds)
+                        log.write(rec, progress_line(rec, steps), advance=window.steps)
+                        window = MetricsWindow()
+                    if self.cadence.evaluate(self.step) and not stop:
+                        self._log_eval(log)
+                    if self.cadence.save(self.step) and not guard.streak and not stop:  # never mid-streak
+                        last_saved = self._save(log)
+                    if stop:
+                        break
+                if last_saved != self.step:  # the last step, saved before the final evaluation
+                    self._save(log, quiet=bool(self.stop.signum))
+                self._raise_if_signalled(self.stop.signum)  # a signal after the last step's votes
+            # From here a signal stops at once (flows/cli.py's handlers are back): every step is saved.
             final_eval = self._log_eval(log)
-            path = ckpt.step_dir(self.cfg.out, self.step)
-            if last_saved != self.step:
-                path = self.save()
-                log.message(f"saved {path}")
             if self.files is not None:
                 plot_curves(self.files.local)
-            return {
-                "step": self.step,
-                "checkpoint": path,
-                "stop": stop,
-                "eval": final_eval,
-                **self.progress.counters(),
-            }
-        finally:
-            log.close()
+        done = f"time budget of {self.cfg.runtime.max_minutes} min used up at step {self.step}"
+        return {
+            "step": self.step,
+            "checkpoint": ckpt.step_dir(self.cfg.out, self.step),
+            "stop": done if stop else "done",
+            "eval": final_eval,
+            **self.progress.counters(),
+        }
+
+    def _raise_if_signalled(self, signum: int) -> None:
+        """After this step's checkpoint: Interrupted (one line, exit 128 + signum) if a signal came."""
+        if signum:
+            raise StopRequest.interrupted(signum, self.step, ckpt.step_dir(self.cfg.out, self.step))
+
+    def _save(self, log: MetricsLog, quiet: bool = False) -> int:
+        """A checkpoint of the step just done (train_seconds banked first); returns the step."""
+        self.clock.bank()
+        path = self.save()
+        if not quiet:
+            log.message(f"saved {path}")
+        log.sync()
+        return self.step
 
     def _announce(self, log: MetricsLog) -> None:
         cfg = self.cfg
@@ -376,6 +398,9 @@ class Trainer:
             log.message(f"resumed from {self.resumed_from} (step {self.step})")
         if self.memory_note:
             log.message(self.memory_note)
+        if self.eval_data is None:
+            why = "has no eval split" if storage.isdir(cfg.instances) else "names files, not a folder"
+            log.message(f"training without evaluation: --instances {cfg.instances} {why}")
         log.message(
             f"model {self.model.num_parameters():,} parameters (vocab {self.config.vocab_size}), "
             f"{self.dist.world_size} rank(s) x {self.accum} micro-batch(es) of {self.micro} = batch "

@@ -27,6 +27,7 @@ records. That keeps the global batch invariant; the framing costs ~1 µs per rec
 from __future__ import annotations
 
 import dataclasses
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -218,11 +219,26 @@ class _Loader(torch.utils.data.DataLoader):
             yield item
 
 
+def _ignore_stop_signals(worker_id: int) -> None:
+    """worker_init_fn: a loader worker ignores SIGTERM and SIGINT. They reach the whole process group
+    (Prefect's cancel, `kill -TERM -PGID`, Ctrl-C at a terminal); a worker that died of them would break
+    the step in flight, which the training process finishes and saves before it stops (model/trainer.py).
+    A worker still ends with the training process: the DataLoader shuts it down, or it sees its parent
+    gone."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def make_loader(stream: InstanceStream, num_workers: int = 0, pin_memory: bool = False, prefetch: int = 4):
     """A DataLoader over a stream of ready batches (each worker a separate process)."""
     kwargs = {}
     if num_workers > 0:
-        kwargs = dict(prefetch_factor=prefetch, persistent_workers=False, multiprocessing_context="fork")
+        kwargs = dict(
+            prefetch_factor=prefetch,
+            persistent_workers=False,
+            multiprocessing_context="fork",
+            worker_init_fn=_ignore_stop_signals,
+        )
     # Its own generator: creating the loader's iterator must not draw from the global torch RNG
     # (that would shift dropout masks of a resumed run against an uninterrupted one).
     return _Loader(

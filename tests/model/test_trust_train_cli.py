@@ -23,9 +23,9 @@ def pretrain(instances: str, out: str, config: str, *extra: str):
     return albert(*cli_args(instances, out, config, *extra))
 
 
-def stop_at_2(instances: str, out: str, config: str, *extra: str):
-    """A run of 4 steps stopped by its time budget at step 2, with the step-2 checkpoint: a run to
-    resume (the budget is a per-run option)."""
+def stop_at_1(instances: str, out: str, config: str, *extra: str):
+    """A run of 4 steps stopped by its time budget at step 1 (the clock is read every step), with the
+    step-1 checkpoint: a run to resume (the budget is a per-run option)."""
     return pretrain(instances, out, config, "--steps", "4", "--max-minutes", "0", *extra).ok()
 
 
@@ -54,10 +54,10 @@ def vocabs(tmp_path_factory, sample_docs) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def stopped_run(tmp_path_factory, instances_dir, model_config_file) -> str:
-    """A run on the shared instances stopped at step 2 (tests copy it, never change it)."""
+    """A run on the shared instances stopped at step 1 (tests copy it, never change it)."""
     out = str(tmp_path_factory.mktemp("stopped") / "run")
-    stop_at_2(instances_dir, out, model_config_file)
-    assert sorted(os.listdir(os.path.join(out, "checkpoints"))) == ["step-2"]
+    stop_at_1(instances_dir, out, model_config_file)
+    assert sorted(os.listdir(os.path.join(out, "checkpoints"))) == ["step-1"]
     return out
 
 
@@ -114,7 +114,7 @@ def test_a_vocabulary_retrained_in_place_is_refused_at_start_and_on_resume(
     vocab = shutil.copytree(vocab_dir, str(tmp_path / "vocab"))
     instances = write_instances(str(tmp_path / "instances"), sample_docs[:DOCS], vocab)
     run = str(tmp_path / "run")
-    stop_at_2(instances, run, model_config_file)
+    stop_at_1(instances, run, model_config_file)
     before = tree(run)
     shutil.copy(os.path.join(vocabs["other"], "spm.model"), os.path.join(vocab, "spm.model"))  # retrained
 
@@ -129,7 +129,7 @@ def test_an_init_checkpoint_of_another_vocabulary_is_refused(
     tmp_path, stopped_run, instances_dir, model_config_file, vocabs
 ):
     """Same vocab_size (the old check passed), other pieces: its embeddings would mean other tokens."""
-    init = shutil.copytree(os.path.join(stopped_run, "checkpoints", "step-2"), str(tmp_path / "init"))
+    init = shutil.copytree(os.path.join(stopped_run, "checkpoints", "step-1"), str(tmp_path / "init"))
     rewrite_checkpoint_file(init, "spm.model", open(os.path.join(vocabs["other"], "spm.model"), "rb").read())
     out = str(tmp_path / "run")
     r = pretrain(instances_dir, out, model_config_file, "--steps", "2", "--init-checkpoint", init)
@@ -145,13 +145,13 @@ def test_resuming_on_instances_rebuilt_in_place_is_refused(
 ):
     instances = write_instances(str(tmp_path / "instances"), sample_docs[:DOCS], vocab_dir, seed=1)
     run = str(tmp_path / "run")
-    stop_at_2(instances, run, model_config_file)
+    stop_at_1(instances, run, model_config_file)
     before = tree(run)
     shutil.rmtree(instances)
     write_instances(instances, sample_docs[:DOCS], vocab_dir, seed=2)  # same path, other instances
 
     r = resume(instances, run, model_config_file)
-    r.fails(2, instances, "does not hold the data", "step-2", "new --out")
+    r.fails(2, instances, "does not hold the data", "step-1", "new --out")
     assert "resumed from" not in r.err
     assert tree(run) == before
 
@@ -161,15 +161,15 @@ def test_a_moved_copy_of_the_same_instances_resumes(tmp_path, stopped_run, insta
     moved = shutil.copytree(instances_dir, str(tmp_path / "moved"))
     run = copy_run(stopped_run, tmp_path)
     r = resume(moved, run, model_config_file).ok()
-    assert "resumed from" in r.err and "step-2" in r.err
-    assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["step-2", "step-4"]
+    assert "resumed from" in r.err and "step-1" in r.err
+    assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["step-1", "step-4"]
 
 
 def test_a_checkpoint_from_before_data_records_resumes_with_a_warning(
     tmp_path, stopped_run, instances_dir, model_config_file
 ):
     run = copy_run(stopped_run, tmp_path)
-    step = os.path.join(run, "checkpoints", "step-2")
+    step = os.path.join(run, "checkpoints", "step-1")
     state = json.load(open(os.path.join(step, "trainer.json")))
     del state["data"]
     rewrite_checkpoint_file(step, "trainer.json", json.dumps(state).encode())
@@ -202,7 +202,7 @@ def test_fewer_steps_than_the_checkpoint_is_refused(tmp_path, stopped_run, insta
 def test_a_config_file_edited_in_place_is_refused_on_resume(tmp_path, instances_dir, model_config_file):
     config = shutil.copy(model_config_file, str(tmp_path / "model.json"))
     run = str(tmp_path / "run")
-    stop_at_2(instances_dir, run, config)
+    stop_at_1(instances_dir, run, config)
     before = tree(run)
     values = json.load(open(config))
     values["hidden_dropout_prob"] = 0.1
