@@ -15,7 +15,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import documents, outdir, peoples_daily
-from pipelines.core import storage
+from pipelines.core import beam_run, storage
 from pipelines.core.errors import StageFailed, UserError
 from pipelines.core.manifest import read_manifest, write_manifest
 from pipelines.instance_builder import InstanceConfig
@@ -23,6 +23,10 @@ from pipelines.instances.accounting import check_accounting, check_outcome, summ
 from pipelines.instances.options import MAX_DEAD_LETTER_FRACTION, InstancesOptions
 from pipelines.instances.pipeline import CreateInstances
 from pipelines.tokenizer import Tokenizer
+
+# What a run writes, removed when it fails: the instances, the dead letter, the stats, and the hidden
+# temporary names of their writes (pipelines.core.storage.write_bytes).
+RUN_FILES = ("*.tfrecord", "skipped-*.jsonl.gz", "stats.json", ".*.tfrecord.tmp-*", ".stats.json.tmp-*")
 
 
 def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int, str, str]]:
@@ -117,7 +121,9 @@ def run_pipeline(
         beam_args = ["--runner=DirectRunner", *beam_args]  # never Beam's default Prism (a download)
     options = PipelineOptions(beam_args)
     started = time.time()
-    with beam.Pipeline(options=options) as p:
+    # A run that fails (a full disk, SIGTERM, Ctrl-C, a bug) removes what it wrote first; an OS error
+    # is raised as such (pipelines.core.beam_run).
+    with beam_run.cleaned_on_failure(out_dir, RUN_FILES), beam.Pipeline(options=options) as p:
         _ = (
             p
             | "Inputs" >> beam.Create(inputs, reshuffle=False)  # CreateInstances spreads them
