@@ -8,6 +8,7 @@ already hold the inputs and the InstanceConfig (tests, the benchmark).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict
 
@@ -217,4 +218,30 @@ def run_instances(opts: InstancesOptions, beam_args: list[str] | None = None) ->
     if skipped:
         print("skipped documents: " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items())))
     print(f"wrote {len(manifest['outputs'])} TFRecord files to {opts.out} in {manifest['seconds']} s")
+    note = eval_split_note(manifest["summary"], config.eval_fraction)
+    if note:
+        print(note, file=sys.stderr)
     return manifest
+
+
+def eval_split_note(summary: dict, eval_fraction: float) -> str | None:
+    """One line when --eval-fraction asked for an eval split and it came out empty (None otherwise).
+    Not a failure: the training instances are complete, and `albert pretrain` then runs without eval.
+    An empty train split is one (accounting.check_outcome)."""
+    if eval_fraction <= 0:
+        return None
+    split = summary.get("eval", {})
+    if split.get("instances", 0):
+        return None
+    documents = split.get("documents", 0)
+    kept = summary["accounting"]["documents_kept"]
+    why = (
+        f"none of the {kept:,} document{'s' if kept != 1 else ''} fell to it (documents go to it by "
+        f"a hash of their id)"
+        if not documents
+        else f"its {documents:,} documents made no instance"
+    )
+    return (
+        f"warning: the eval split is empty at --eval-fraction {eval_fraction}: {why}; give more "
+        f"documents or a larger --eval-fraction for one, or --eval-fraction 0 to build none"
+    )
