@@ -56,10 +56,10 @@ def test_vocab_on_a_full_disk_is_one_line_and_the_rerun_gives_the_same_vocabular
     args = ("vocab", "--text", text, "--vocab-size", "2000")
     albert(*args, "--out", ref).ok()
     before = tree(os.path.dirname(text))
-    disk.resize(size_k(os.path.join(ref, "spm.model"), 0.5))
+    disk.resize(size_k(os.path.join(ref, "spm.model"), 1.05))  # spm.model fits, spm.vocab does not
 
-    line = albert(*args, "--out", out).fails(1, *FULL, f"writing {out}/spm.model")
-    assert leftovers(out) == [], line  # no spm.model without its spm.vocab, no temporary name
+    albert(*args, "--out", out).fails(1, *FULL, f"writing {out}/spm.vocab")
+    assert leftovers(out) == []  # no spm.model without its spm.vocab, no temporary name
     assert tree(os.path.dirname(text)) == before
     disk.resize(ROOMY)
     albert(*args, "--out", out).ok()
@@ -71,12 +71,12 @@ def test_instances_on_a_full_disk_is_one_line_and_the_rerun_gives_the_same_recor
 ):
     disk = mounts(str(tmp_path / "disk"), ROOMY)
     out, ref = str(tmp_path / "disk" / "inst"), str(tmp_path / "ref")
-    args = ("instances", "--text", text, "--vocab", vocab_dir, *SMALL)
+    args = ("instances", "--text", text, "--vocab", vocab_dir, *SMALL, "--dupe-factor", "2")
     albert(*args, "--out", ref).ok()
-    disk.resize(size_k(os.path.join(ref, "train-00000-00000-000.tfrecord"), 0.5))
+    disk.resize(size_k(os.path.join(ref, "train-00000-00000-000.tfrecord"), 1.5))  # 1 copy fits, not 2
 
-    albert(*args, "--out", out).fails(1, *FULL, f"writing {out}/train-00000-00000-000.tfrecord")
-    assert leftovers(out) == []
+    albert(*args, "--out", out).fails(1, *FULL, f"writing {out}/train-00000-00000-001.tfrecord")
+    assert leftovers(out) == []  # not the first copy, nor the eval split, written before
     disk.resize(ROOMY)
     albert(*args, "--out", out).ok()
     records = sorted(n for n in os.listdir(ref) if n.endswith(".tfrecord"))
@@ -188,13 +188,14 @@ def test_a_symlink_loop_in_the_run_folder_is_named(tmp_path, instances_dir, mode
 
 def test_a_permission_refused_to_an_instance_worker_is_one_line(tmp_path, text, vocab_dir):
     out = str(tmp_path / "inst")
-    env = fault_env(tmp_path, [("EACCES", f"{out}/.train-*")])  # the TFRecords' temporary names
-    albert("instances", "--text", text, "--vocab", vocab_dir, "--out", out, *SMALL, env=env).fails(
+    env = fault_env(tmp_path, [("EACCES", f"{out}/.train-*-001.tfrecord.tmp-*")])  # 2nd copy's temp name
+    args = ("instances", "--text", text, "--vocab", vocab_dir, "--out", out, *SMALL, "--dupe-factor", "2")
+    albert(*args, env=env).fails(
         1,
-        f"permission denied writing {out}/train-00000-00000-000.tfrecord",
+        f"permission denied writing {out}/train-00000-00000-001.tfrecord",
         "give a path this user may write",
     )
-    assert leftovers(out) == []
+    assert leftovers(out) == []  # not the first copy, written before
 
 
 @pytest.mark.slow
@@ -209,8 +210,9 @@ def test_an_io_error_in_a_corpus_worker_process_is_one_line(tmp_path):
 
 def test_a_bug_keeps_its_traceback_and_the_run_still_removes_its_files(tmp_path, text, vocab_dir):
     out = str(tmp_path / "inst")
-    env = fault_env(tmp_path, [("ValueError", f"{out}/.train-*")])
-    r = albert("instances", "--text", text, "--vocab", vocab_dir, "--out", out, *SMALL, env=env)
+    env = fault_env(tmp_path, [("ValueError", f"{out}/.train-*-001.tfrecord.tmp-*")])
+    args = ("instances", "--text", text, "--vocab", vocab_dir, "--out", out, *SMALL, "--dupe-factor", "2")
+    r = albert(*args, env=env)
     assert r.code == 1 and "Traceback" in r.err and "ValueError: injected fault writing" in r.err
     assert not [line for line in r.err.splitlines() if line.startswith("albert instances: failed")]
     assert leftovers(out) == []
