@@ -142,7 +142,9 @@ class _HeldStderr:
     """While active, file descriptor 2 (this process's and its children's stderr) is a pipe, pumped to
     the real stderr line by line; from the first line that starts a Python traceback on (or the line
     before one that a thread's uncaught error prints), lines are held instead. `show` prints the held
-    lines. Nothing happens where descriptor 2 is closed."""
+    lines. Only in the main thread, where a command runs: a stage run as a task of a flow shares the
+    descriptor with the rest of the process (Prefect's own logs), whose lines are not ours to hold.
+    Nothing happens where descriptor 2 is closed."""
 
     TRACEBACK = (b"Traceback (most recent call last):", b"Exception in thread ")
 
@@ -152,6 +154,8 @@ class _HeldStderr:
         self._pump: threading.Thread | None = None
 
     def __enter__(self) -> _HeldStderr:
+        if threading.current_thread() is not threading.main_thread():
+            return self
         sys.stderr.flush()
         try:
             self._saved = os.dup(2)

@@ -145,10 +145,20 @@ def checksum(path: str) -> str:
 # ------------------------------------------------------------------------------------------ writing
 
 
+def local_makedirs(folder: str) -> None:
+    """os.makedirs(folder, exist_ok=True), but a symlink loop on the way is named as one (ELOOP):
+    os.makedirs only says "File exists" there."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except FileExistsError:
+        os.stat(folder)  # ELOOP (or ENOENT: a dangling link) names the cause; a plain file passes
+        raise
+
+
 def makedirs(path: str) -> None:
     """Create a folder (and its parents) where folders exist; object stores need none."""
     if not is_url(path):
-        os.makedirs(local_path(path), exist_ok=True)
+        local_makedirs(local_path(path))
         return
     fs, p = filesystem(path)
     if protocol(path) not in ("gs", "gcs", "s3", "s3a"):
@@ -162,7 +172,7 @@ def open_write(path: str) -> IO[bytes]:
     if not is_url(path):
         p = local_path(path)
         with _naming(p):
-            os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
+            local_makedirs(os.path.dirname(os.path.abspath(p)))
             return _NamedWriter(p)
     makedirs(dirname(path))
     fs, p = filesystem(path)
@@ -176,7 +186,7 @@ def write_bytes(path: str, data: bytes) -> None:
         folder = os.path.dirname(os.path.abspath(p))
         tmp = os.path.join(folder, f".{os.path.basename(p)}.tmp-{uuid.uuid4().hex[:8]}")
         with _naming(p, tmp), _removed_on_failure(tmp):
-            os.makedirs(folder, exist_ok=True)
+            local_makedirs(folder)
             with open(tmp, "xb") as f:  # mode from the umask (mkstemp would make it 0600)
                 f.write(data)
             os.replace(tmp, p)
@@ -199,7 +209,7 @@ def append_text(path: str, text: str) -> None:
     for small logs, or write locally and upload (see Mirror)."""
     if not is_url(path):
         p = local_path(path)
-        os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
+        local_makedirs(os.path.dirname(os.path.abspath(p)))
         with open(p, "a", encoding="utf-8") as f:
             f.write(text)
         return
@@ -238,7 +248,7 @@ def copy(src: str, dst: str) -> None:
             os.path.dirname(os.path.abspath(d)), f".{os.path.basename(d)}.tmp-{uuid.uuid4().hex[:8]}"
         )
         with open_read(src) as r, _naming(d, tmp), _removed_on_failure(tmp):
-            os.makedirs(os.path.dirname(os.path.abspath(d)), exist_ok=True)
+            local_makedirs(os.path.dirname(os.path.abspath(d)))
             with open(tmp, "xb") as w:
                 shutil.copyfileobj(r, w, CHUNK)
             os.replace(tmp, d)
@@ -256,7 +266,7 @@ def rename(src: str, dst: str) -> None:
     """Move a file, replacing dst. Atomic locally; copy then delete on an object store (gcsfs's own
     move tries an API that emulators do not serve, and retries for half a minute first)."""
     if not is_url(src) and not is_url(dst):
-        os.makedirs(os.path.dirname(os.path.abspath(local_path(dst))), exist_ok=True)
+        local_makedirs(os.path.dirname(os.path.abspath(local_path(dst))))
         os.replace(local_path(src), local_path(dst))
         return
     copy(src, dst)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from pipelines.core.errors import UserError
 from pipelines.core.oserrors import named
-from pipelines.core.storage.files import copy, isdir, isfile, remove
+from pipelines.core.storage.files import copy, isdir, isfile, local_makedirs, remove
 from pipelines.core.storage.paths import basename, filesystem, is_url, join, local_path, protocol
 
 
@@ -66,7 +66,7 @@ def staged_folder(path: str, marker: str) -> Iterator[str]:
         return
     final = os.path.abspath(local_path(path))
     parent = os.path.dirname(final)
-    os.makedirs(parent, exist_ok=True)
+    local_makedirs(parent)
     tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
     os.makedirs(tmp)
     try:
@@ -138,7 +138,7 @@ def local_folder_for(dst: str) -> Iterator[str]:
     """A local folder to write into, whose files end up in `dst`: `dst` itself when it is local; a
     temporary folder uploaded to `dst` on success (nothing is uploaded when the block raises)."""
     if not is_url(dst):
-        os.makedirs(local_path(dst), exist_ok=True)
+        local_makedirs(local_path(dst))
         yield local_path(dst)
         return
     with tempfile.TemporaryDirectory(prefix="albert-put-") as tmp:
@@ -159,7 +159,7 @@ def local_file_for(dst: str) -> Iterator[str]:
             copy(target, dst)
         return
     final = os.path.abspath(local_path(dst))
-    os.makedirs(os.path.dirname(final), exist_ok=True)
+    local_makedirs(os.path.dirname(final))
     tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
