@@ -209,9 +209,10 @@ def append_text(path: str, text: str) -> None:
     for small logs, or write locally and upload (see Mirror)."""
     if not is_url(path):
         p = local_path(path)
-        local_makedirs(os.path.dirname(os.path.abspath(p)))
-        with open(p, "a", encoding="utf-8") as f:
-            f.write(text)
+        with _naming(p):
+            local_makedirs(os.path.dirname(os.path.abspath(p)))
+            with open(p, "a", encoding="utf-8") as f:
+                f.write(text)
         return
     old = read_bytes(path) if exists(path) else b""
     write_bytes(path, old + text.encode("utf-8"))
