@@ -154,7 +154,7 @@ class _HeldStderr:
         self._pump: threading.Thread | None = None
 
     def __enter__(self) -> _HeldStderr:
-        if threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread() or sys.stderr is None:
             return self
         sys.stderr.flush()
         try:
