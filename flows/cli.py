@@ -10,10 +10,12 @@ A module that sets `PASSES_BEAM_ARGS = True` receives the options it does not de
 
 Modules are imported only when their subcommand runs, so `albert vocab` never pays for torch or
 Prefect, and a missing optional dependency only affects the command that needs it.
-Bad arguments and expected failures (`UserError`) print one line, never a traceback. SIGTERM (how
-Prefect cancels a run and how Kubernetes or a spot VM stops one) raises `Interrupted` in the main
-thread, so that the command's clean-up runs; it prints one line and exits 143 (130 for Ctrl-C). A
-command that can keep its work (`albert pretrain`) installs its own handlers while it trains.
+Bad arguments and expected failures (`UserError`) print one line, never a traceback; so does an OS
+error met during the work (a full disk, a read-only file system: pipelines.core.oserrors), also when
+a library hands it on wrapped in another exception. SIGTERM (how Prefect cancels a run and how
+Kubernetes or a spot VM stops one) raises `Interrupted` in the main thread, so that the command's
+clean-up runs; it prints one line and exits 143 (130 for Ctrl-C). A command that can keep its work
+(`albert pretrain`) installs its own handlers while it trains.
 """
 
 from __future__ import annotations
@@ -95,12 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"albert {name}: error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # a full disk, a read-only file system, ... met during the work
-        print(f"albert {name}: failed: {oserrors.describe(err)}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print(f"albert {name}: interrupted: stopped by Ctrl-C (SIGINT)", file=sys.stderr)
         return 130
+    except Exception as err:
+        # A full disk, a read-only file system, ... met during the work: an OSError, or one that a
+        # library wrapped (Beam, safetensors: oserrors.find). Anything else is a bug: its traceback.
+        found = oserrors.find(err)
+        if found is None:
+            raise
+        where = found.filename or getattr(args, "out", None)  # a failed write names no file
+        print(f"albert {name}: failed: {oserrors.describe(found, where)}", file=sys.stderr)
+        return 1
     return int(code or 0)
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass
 from functools import partial
 
@@ -47,7 +46,10 @@ from model.convert import (
     read_checksums,
     verify_file,
 )
-from pipelines.core import storage
+from pipelines.core import oserrors, storage
+
+# Where a run keeps its checkpoints (torch-free, so that pipelines find them too).
+from pipelines.core.run_folders import checkpoints_dir, is_run_folder, list_steps, step_dir
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +58,10 @@ TRAINER = TRAINER_NAME
 OPTIMIZER_TENSORS = "optimizer.safetensors"
 OPTIMIZER_JSON = "optimizer.json"
 RNG = "rng.safetensors"
-_STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
 # ---------------------------------------------------------------------------------------------------
 # Save / find / load
-
-
-def checkpoints_dir(run_dir: str) -> str:
-    return storage.join(run_dir, "checkpoints")
-
-
-def step_dir(run_dir: str, step: int) -> str:
-    return storage.join(checkpoints_dir(run_dir), f"step-{step}")
 
 
 def save(
@@ -102,9 +95,22 @@ def save(
     if spm_model:
         files[SPM_NAME] = partial(storage.copy, spm_model)
     final = step_dir(run_dir, step)
-    with storage.staged_folder(final, marker=CHECKSUMS) as tmp:
-        sums = {name: write_local(os.path.join(tmp, name), content) for name, content in files.items()}
-        write_local(os.path.join(tmp, CHECKSUMS), checksums_json(sums, step=step))
+    try:
+        with storage.staged_folder(final, marker=CHECKSUMS) as tmp:
+            sums = {name: write_local(os.path.join(tmp, name), content) for name, content in files.items()}
+            write_local(os.path.join(tmp, CHECKSUMS), checksums_json(sums, step=step))
+    except Exception as err:
+        # A full disk, ...: staged_folder removed what was written; the error names the checkpoint,
+        # not its temporary folder, and is an OSError also when safetensors raised it (in Rust's words).
+        found = oserrors.find(err)
+        if found is None:
+            raise
+        if found.filename is not None and ".tmp-" in os.fsdecode(found.filename):
+            found.filename = None
+        oserrors.named(found, final)
+        if found is err:
+            raise
+        raise found from None
     prune(run_dir, keep)
     return final
 
@@ -147,17 +153,6 @@ def save_state(
         spm_model=spm_model,
         keep=keep,
     )
-
-
-def list_steps(run_dir: str) -> list[int]:
-    """Steps of the checkpoint folders that look complete (have checksums.json), ascending."""
-    root = checkpoints_dir(run_dir)
-    steps = []
-    for name in storage.subdirs(root):
-        m = _STEP_DIR.match(name)
-        if m and storage.exists(storage.join(root, name, CHECKSUMS)):
-            steps.append(int(m.group(1)))
-    return sorted(steps)
 
 
 def prune(run_dir: str, keep: int) -> None:
@@ -207,7 +202,7 @@ def latest(run_dir: str) -> str | None:
 def resolve(path: str) -> str:
     """A checkpoint folder as given; a run folder (no config.json, a checkpoints/ folder) -> its newest
     checkpoint that verifies. So `albert evaluate --checkpoint runs/r1` reads the run's last state."""
-    if storage.exists(storage.join(path, CONFIG_NAME)) or not storage.isdir(checkpoints_dir(path)):
+    if not is_run_folder(path):
         return path
     found = latest(path)
     if found is None:

@@ -13,6 +13,7 @@ temporary copy of a remote one), so a checkpoint of N bytes does not cost N more
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -114,13 +115,21 @@ def write_local(path: str, content: Content) -> str:
 
 def write_files(folder: str, files: dict[str, Content]) -> None:
     """Write a folder's files (each whole: storage.local_file_for), then checksums.json listing them.
-    An earlier checksums.json goes first, so a write cut short never looks complete."""
+    An earlier checksums.json goes first, so a write cut short never looks complete; and the files
+    it did write go too (a full disk, Ctrl-C): worth nothing without the table, they hold the space
+    the rerun needs."""
     storage.remove(storage.join(folder, CHECKSUMS_NAME))
     sums = {}
-    for name, content in files.items():
-        with storage.local_file_for(storage.join(folder, name)) as local:
-            sums[name] = write_local(local, content)
-    storage.write_bytes(storage.join(folder, CHECKSUMS_NAME), checksums_json(sums))
+    try:
+        for name, content in files.items():
+            with storage.local_file_for(storage.join(folder, name)) as local:
+                sums[name] = write_local(local, content)
+        storage.write_bytes(storage.join(folder, CHECKSUMS_NAME), checksums_json(sums))
+    except BaseException:
+        for name in sums:
+            with contextlib.suppress(OSError):  # an error here must not hide the one that says why
+                storage.remove(storage.join(folder, name))
+        raise
 
 
 def read_tensors(folder: str, name: str, sums: dict[str, str] | None) -> dict:

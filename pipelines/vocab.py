@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import io
 import os
 import random
 import re
+import sys
 import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -47,6 +49,7 @@ from pipelines.schema import CONTROL_PIECES
 from pipelines.text_normalizer import is_cjk_char, normalize
 
 NORMALIZATIONS = ("compiled", "python")
+OUTPUTS = ("spm.model", "spm.vocab")  # written by write_vocab, before manifest.json
 
 
 @dataclass
@@ -346,21 +349,52 @@ def run_vocab(opts: VocabOptions) -> dict:
     except UnreadableFile as err:  # found while reading, as `albert instances` does: the stage failed
         raise StageFailed(f"{err}; no vocabulary written") from None
     storage.remove(storage.join(opts.out, MANIFEST))  # the folder is incomplete until the manifest
-    outputs = write_vocab(opts.out, proto)
-    manifest = write_manifest(
-        opts.out,
-        "vocab",
-        inputs=[{"path": p, "sha256": storage.sha256(p)} for p in inputs],
-        config=asdict(config),
-        seed=config.seed,
-        counts=stats,
-        outputs={storage.basename(p): storage.sha256(p) for p in outputs},
-    )
+    try:
+        outputs = write_vocab(opts.out, proto)
+        manifest = write_manifest(
+            opts.out,
+            "vocab",
+            inputs=[{"path": p, "sha256": storage.sha256(p)} for p in inputs],
+            config=asdict(config),
+            seed=config.seed,
+            counts=stats,
+            outputs={storage.basename(p): storage.sha256(p) for p in outputs},
+        )
+    except BaseException:  # a full disk, Ctrl-C: no half vocabulary (spm.model without spm.vocab) stays
+        for name in OUTPUTS:
+            with contextlib.suppress(OSError):  # an error here must not hide the one that says why
+                storage.remove(storage.join(opts.out, name))
+        raise
     print(
         f"vocab: {stats['vocab_size']} pieces ({stats['atomic_single_char_pieces']} single CJK/punctuation characters) "
         f"from {stats['sentences_sampled']:,} of {stats['sentences_seen']:,} sentences -> {opts.out}"
     )
+    note = size_note(stats, config)
+    if note:
+        print(note, file=sys.stderr)
     return manifest
+
+
+def size_note(stats: dict, config: VocabConfig) -> str | None:
+    """One line when the vocabulary has fewer pieces than --vocab-size asked (None otherwise). The
+    size is a ceiling, not a demand: a small text holds fewer pieces than asked, and SentencePiece
+    (hard_vocab_limit off) then keeps what there is; the run succeeds and says so. Refusing would
+    fail every small run (the demo's 8000 on the bundled sample gives 4,872), while the model
+    takes its size from spm.model, so fewer pieces break nothing downstream."""
+    got, asked = stats["vocab_size"], config.vocab_size
+    if got >= asked:
+        return None
+    dropped = stats.get("repeated_pieces_dropped", 0)
+    learned = got + dropped
+    why = []
+    if learned < asked:
+        why.append(
+            f"SentencePiece found no more in this text ({stats['sentences_sampled']:,} sentences); "
+            f"give more text for a larger vocabulary"
+        )
+    if dropped:
+        why.append(f"{dropped} repeated pieces were dropped (such as '11' beside '1')")
+    return f"warning: the vocabulary has {got} pieces, fewer than --vocab-size {asked}: " + "; ".join(why)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,15 +6,62 @@
 Each common cause is named as such, with the way forward: a full disk or quota (with the space left),
 a read-only file system, a permission refused, a symlink loop, an I/O error of the device. The rest
 keep the system's own words and the path.
+
+An OS error does not always arrive as an OSError: Beam re-raises a worker's error in the launcher as a
+RuntimeError whose message holds `OSError: [Errno 28] No space left on device: 'PATH'`, and
+safetensors (Rust) says `I/O error: No space left on device (os error 28)`. `find` recovers it from the
+exception chain or from such a message, so that it gets the same one line; an error without an errno
+anywhere (a bug) is left alone and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 
 RERUN = "rerun the same command: it resumes"
+# Python's `[Errno 28] No space left on device: '/out/a.bin'` (the path, repr-quoted, is optional),
+# and the Rust standard library's `No space left on device (os error 28)` (no path).
+_PYTHON_TEXT = re.compile(r"\[Errno (\d+)\][^:\[\]\n]*(?:: (['\"])(.*?)\2)?")
+_RUST_TEXT = re.compile(r"\(os error (\d+)\)")
+
+
+def find(err: BaseException) -> OSError | None:
+    """The OS error behind `err`: `err` itself, one in its chain (`__cause__`, `__context__`), or one
+    named in the message of an error that carried it as text (above). None when there is none."""
+    chain: list[BaseException] = []
+    todo: list[BaseException | None] = [err]
+    while todo:
+        e = todo.pop(0)
+        if e is None or any(e is seen for seen in chain):
+            continue
+        if isinstance(e, OSError) and e.errno is not None:
+            return e
+        chain.append(e)
+        todo += [e.__cause__, e.__context__]
+    for e in chain:
+        text = str(e)
+        if m := _PYTHON_TEXT.search(text):
+            code, path = int(m.group(1)), m.group(3)
+        elif m := _RUST_TEXT.search(text):
+            code, path = int(m.group(1)), None
+        else:
+            continue
+        return OSError(code, os.strerror(code), path)
+    return None
+
+
+def named(err: OSError, path: str, instead_of: str | None = None) -> OSError:
+    """`err`, naming `path` when it names no file (a write or close of an open file: "[Errno 28] No
+    space left on device", and the one line must say where) or names `instead_of` (the temporary name
+    a file is written under, gone by the time anyone reads the message). Returns `err`, to raise."""
+    if err.filename is None or (instead_of is not None and err.filename == instead_of):
+        err.filename = path
+        if err.filename2 is not None:  # os.replace(tmp, path) names both
+            del err.filename2
+    return err
 
 
 def free_mb(path: str) -> int | None:

@@ -16,7 +16,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from pipelines import outdir
-from pipelines.core import malloc, storage
+from pipelines.core import beam_run, malloc, storage
 from pipelines.core.errors import StageFailed, UserError
 from pipelines.core.manifest import MANIFEST, write_manifest
 from pipelines.corpus.dedup import NS
@@ -26,6 +26,8 @@ from pipelines.corpus.sources import plan_sources
 from pipelines.deadletter import check_dead_letters
 
 STATS = "stats.json"
+# What a run writes, removed when it fails: temporaries, shards (whole, or a write's hidden temp name).
+RUN_FILES = (TMP_DIR, "docs-*.jsonl.gz", "rejected-*.jsonl.gz", ".docs-*.tmp-*", ".rejected-*.tmp-*")
 
 _log = logging.getLogger(__name__)
 # Any of these says how workers get the code (an image, or packages): no worker wheel is built then.
@@ -259,13 +261,17 @@ def run_corpus(
         storage.remove(path, recursive=True)
 
     started = time.time()
-    with beam.Pipeline(options=PipelineOptions(flags)) as p:
-        build_pipeline(p, items, out_dir, opts)
+    # A run that fails (a full disk, SIGTERM, Ctrl-C, a bug) removes its temporaries and partial
+    # shards first; an OS error is raised as such (pipelines.core.beam_run).
+    with beam_run.cleaned_on_failure(out_dir, RUN_FILES):
+        with beam.Pipeline(options=PipelineOptions(flags)) as p:
+            build_pipeline(p, items, out_dir, opts)
+        summaries = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
+    storage.remove(storage.join(out_dir, TMP_DIR), recursive=True)  # nothing below reads it
     result = p.result
     seconds = time.time() - started
 
     stats = stats_from_counters(counters_from_result(result))
-    summaries = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
     written = _counts_from_summaries(summaries)
     # stats.json holds only what the inputs determine (its hash keys the downstream stages); the
     # run time goes to the manifest.
@@ -290,7 +296,6 @@ def run_corpus(
         for path in storage.glob(storage.join(out_dir, "docs-*.jsonl.gz")):
             storage.remove(path)
         raise
-    storage.remove(storage.join(out_dir, TMP_DIR), recursive=True)
     return write_manifest(
         out_dir,
         "corpus",

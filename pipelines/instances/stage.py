@@ -8,6 +8,7 @@ already hold the inputs and the InstanceConfig (tests, the benchmark).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict
 
@@ -15,7 +16,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import documents, outdir, peoples_daily
-from pipelines.core import storage
+from pipelines.core import beam_run, storage
 from pipelines.core.errors import StageFailed, UserError
 from pipelines.core.manifest import read_manifest, write_manifest
 from pipelines.instance_builder import InstanceConfig
@@ -23,6 +24,10 @@ from pipelines.instances.accounting import check_accounting, check_outcome, summ
 from pipelines.instances.options import MAX_DEAD_LETTER_FRACTION, InstancesOptions
 from pipelines.instances.pipeline import CreateInstances
 from pipelines.tokenizer import Tokenizer
+
+# What a run writes, removed when it fails: the instances, the dead letter, the stats, and the hidden
+# temporary names of their writes (pipelines.core.storage.write_bytes).
+RUN_FILES = ("*.tfrecord", "skipped-*.jsonl.gz", "stats.json", ".*.tfrecord.tmp-*", ".stats.json.tmp-*")
 
 
 def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int, str, str]]:
@@ -119,7 +124,9 @@ def run_pipeline(
         beam_args = ["--runner=DirectRunner", *beam_args]  # never Beam's default Prism (a download)
     options = PipelineOptions(beam_args)
     started = time.time()
-    with beam.Pipeline(options=options) as p:
+    # A run that fails (a full disk, SIGTERM, Ctrl-C, a bug) removes what it wrote first; an OS error
+    # is raised as such (pipelines.core.beam_run).
+    with beam_run.cleaned_on_failure(out_dir, RUN_FILES), beam.Pipeline(options=options) as p:
         _ = (
             p
             | "Inputs" >> beam.Create(inputs, reshuffle=False)  # CreateInstances spreads them
@@ -213,4 +220,30 @@ def run_instances(opts: InstancesOptions, beam_args: list[str] | None = None) ->
     if skipped:
         print("skipped documents: " + ", ".join(f"{k}={v}" for k, v in sorted(skipped.items())))
     print(f"wrote {len(manifest['outputs'])} TFRecord files to {opts.out} in {manifest['seconds']} s")
+    note = eval_split_note(manifest["summary"], config.eval_fraction)
+    if note:
+        print(note, file=sys.stderr)
     return manifest
+
+
+def eval_split_note(summary: dict, eval_fraction: float) -> str | None:
+    """One line when --eval-fraction asked for an eval split and it came out empty (None otherwise).
+    Not a failure: the training instances are complete, and `albert pretrain` then runs without eval.
+    An empty train split is one (accounting.check_outcome)."""
+    if eval_fraction <= 0:
+        return None
+    split = summary.get("eval", {})
+    if split.get("instances", 0):
+        return None
+    documents = split.get("documents", 0)
+    kept = summary["accounting"]["documents_kept"]
+    why = (
+        f"none of the {kept:,} document{'s' if kept != 1 else ''} fell to it (documents go to it by "
+        f"a hash of their id)"
+        if not documents
+        else f"its {documents:,} documents made no instance"
+    )
+    return (
+        f"warning: the eval split is empty at --eval-fraction {eval_fraction}: {why}; give more "
+        f"documents or a larger --eval-fraction for one, or --eval-fraction 0 to build none"
+    )

@@ -1,8 +1,13 @@
 """Single files: queries (exists, size, listings, globs), reading, and whole-file writes that readers
-never see half done (a temporary name renamed into place locally, one upload on an object store)."""
+never see half done (a temporary name renamed into place locally, one upload on an object store).
+
+A local write that fails (a full disk, a read-only file system, ...) removes its temporary file and
+raises an OSError that names the file written: Python names none when a write or close of an open
+file fails, and the one line the user gets (pipelines.core.oserrors) must say where."""
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import hashlib
 import io
@@ -12,6 +17,7 @@ import shutil
 import uuid
 from typing import IO, Any
 
+from pipelines.core.oserrors import named
 from pipelines.core.storage.paths import dirname, filesystem, has_glob, is_url, local_path, protocol
 
 CHUNK = 1 << 22
@@ -139,10 +145,20 @@ def checksum(path: str) -> str:
 # ------------------------------------------------------------------------------------------ writing
 
 
+def local_makedirs(folder: str) -> None:
+    """os.makedirs(folder, exist_ok=True), but a symlink loop on the way is named as one (ELOOP):
+    os.makedirs only says "File exists" there."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except FileExistsError:
+        os.stat(folder)  # ELOOP (or ENOENT: a dangling link) names the cause; a plain file passes
+        raise
+
+
 def makedirs(path: str) -> None:
     """Create a folder (and its parents) where folders exist; object stores need none."""
     if not is_url(path):
-        os.makedirs(local_path(path), exist_ok=True)
+        local_makedirs(local_path(path))
         return
     fs, p = filesystem(path)
     if protocol(path) not in ("gs", "gcs", "s3", "s3a"):
@@ -151,11 +167,13 @@ def makedirs(path: str) -> None:
 
 def open_write(path: str) -> IO[bytes]:
     """A binary writer that creates the file (parent folders too). Not atomic locally: use
-    write_bytes for whole small files, or write under a temporary name and rename."""
+    write_bytes for whole small files, or write under a temporary name and rename. Its errors name
+    the file (_NamedWriter)."""
     if not is_url(path):
         p = local_path(path)
-        os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
-        return open(p, "wb")
+        with _naming(p):
+            local_makedirs(os.path.dirname(os.path.abspath(p)))
+            return _NamedWriter(p)
     makedirs(dirname(path))
     fs, p = filesystem(path)
     return fs.open(p, "wb")
@@ -166,15 +184,12 @@ def write_bytes(path: str, data: bytes) -> None:
     if not is_url(path):
         p = local_path(path)
         folder = os.path.dirname(os.path.abspath(p))
-        os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{os.path.basename(p)}.tmp-{uuid.uuid4().hex[:8]}")
-        try:
+        with _naming(p, tmp), _removed_on_failure(tmp):
+            local_makedirs(folder)
             with open(tmp, "xb") as f:  # mode from the umask (mkstemp would make it 0600)
                 f.write(data)
             os.replace(tmp, p)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
         return
     makedirs(dirname(path))
     fs, p = filesystem(path)
@@ -194,9 +209,10 @@ def append_text(path: str, text: str) -> None:
     for small logs, or write locally and upload (see Mirror)."""
     if not is_url(path):
         p = local_path(path)
-        os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
-        with open(p, "a", encoding="utf-8") as f:
-            f.write(text)
+        with _naming(p):
+            local_makedirs(os.path.dirname(os.path.abspath(p)))
+            with open(p, "a", encoding="utf-8") as f:
+                f.write(text)
         return
     old = read_bytes(path) if exists(path) else b""
     write_bytes(path, old + text.encode("utf-8"))
@@ -229,17 +245,14 @@ def copy(src: str, dst: str) -> None:
         return
     if not is_url(dst):
         d = local_path(dst)
-        os.makedirs(os.path.dirname(os.path.abspath(d)), exist_ok=True)
         tmp = os.path.join(
             os.path.dirname(os.path.abspath(d)), f".{os.path.basename(d)}.tmp-{uuid.uuid4().hex[:8]}"
         )
-        try:
-            with open_read(src) as r, open(tmp, "xb") as w:
+        with open_read(src) as r, _naming(d, tmp), _removed_on_failure(tmp):
+            local_makedirs(os.path.dirname(os.path.abspath(d)))
+            with open(tmp, "xb") as w:
                 shutil.copyfileobj(r, w, CHUNK)
             os.replace(tmp, d)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
         return
     if not is_url(src):  # local -> remote: one streamed upload
         fs, d = filesystem(dst)
@@ -254,8 +267,69 @@ def rename(src: str, dst: str) -> None:
     """Move a file, replacing dst. Atomic locally; copy then delete on an object store (gcsfs's own
     move tries an API that emulators do not serve, and retries for half a minute first)."""
     if not is_url(src) and not is_url(dst):
-        os.makedirs(os.path.dirname(os.path.abspath(local_path(dst))), exist_ok=True)
+        local_makedirs(os.path.dirname(os.path.abspath(local_path(dst))))
         os.replace(local_path(src), local_path(dst))
         return
     copy(src, dst)
     remove(src)
+
+
+# ------------------------------------------------------------------------------------- failed writes
+
+
+@contextlib.contextmanager
+def _naming(path: str, tmp: str | None = None):
+    """An OSError of the block names `path`, the file the caller writes (oserrors.named)."""
+    try:
+        yield
+    except OSError as err:
+        raise named(err, path, instead_of=tmp)  # noqa: B904 -- the same error, named
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: str):
+    """Remove the temporary file `tmp` when the block raises (anything: a full disk, Ctrl-C). Its
+    removal failing too (an I/O error) must not hide the error that says why."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+        raise
+
+
+class _NamedWriter:
+    """A local file open for writing (open_write) whose errors name it: a full disk shows at a write
+    or at close, where Python's OSError names no file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = open(path, "wb")
+
+    def write(self, data) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as err:
+            raise named(err, self.path) from None
+
+    def flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError as err:
+            raise named(err, self.path) from None
+
+    def close(self) -> None:
+        try:
+            self._file.close()
+        except OSError as err:
+            raise named(err, self.path) from None
+
+    def __getattr__(self, name: str):  # closed, name, fileno, tell, ...: the file's own
+        return getattr(self._file, name)
+
+    def __enter__(self) -> _NamedWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

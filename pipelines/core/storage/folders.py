@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Iterator
 
 from pipelines.core.errors import UserError
-from pipelines.core.storage.files import copy, isdir, isfile, remove
+from pipelines.core.oserrors import named
+from pipelines.core.storage.files import copy, isdir, isfile, local_makedirs, remove
 from pipelines.core.storage.paths import basename, filesystem, is_url, join, local_path, protocol
 
 
@@ -48,17 +49,24 @@ def staged_folder(path: str, marker: str) -> Iterator[str]:
     gathered in memory (a checkpoint's weights). Locally: a hidden temporary folder beside `path`,
     renamed into place when the block ends (atomic). On an object store there is no folder rename: a
     local temporary folder whose files are uploaded (streamed) after removing whatever an earlier
-    attempt left at `path`, the marker LAST. Nothing appears when the block raises."""
+    attempt left at `path`, the marker LAST. Nothing appears when the block raises; an upload that
+    fails half way removes what it uploaded (a folder without its marker is no checkpoint, but it
+    holds space and would be listed)."""
     if is_url(path):
         with tempfile.TemporaryDirectory(prefix="albert-put-") as tmp:
             yield tmp
             remove(path, recursive=True)
-            for name in [n for n in sorted(os.listdir(tmp)) if n != marker] + [marker]:
-                copy(os.path.join(tmp, name), join(path, name))  # one streamed upload each
+            try:
+                for name in [n for n in sorted(os.listdir(tmp)) if n != marker] + [marker]:
+                    copy(os.path.join(tmp, name), join(path, name))  # one streamed upload each
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    remove(path, recursive=True)
+                raise
         return
     final = os.path.abspath(local_path(path))
     parent = os.path.dirname(final)
-    os.makedirs(parent, exist_ok=True)
+    local_makedirs(parent)
     tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
     os.makedirs(tmp)
     try:
@@ -67,8 +75,8 @@ def staged_folder(path: str, marker: str) -> Iterator[str]:
             shutil.rmtree(final)
         os.replace(tmp, final)
     finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
+        if os.path.exists(tmp):  # the block failed (a full disk, Ctrl-C): what it wrote goes
+            shutil.rmtree(tmp, ignore_errors=True)  # (an error here must not hide the one that says why)
 
 
 def write_folder(path: str, files: dict[str, bytes], marker: str) -> None:
@@ -130,7 +138,7 @@ def local_folder_for(dst: str) -> Iterator[str]:
     """A local folder to write into, whose files end up in `dst`: `dst` itself when it is local; a
     temporary folder uploaded to `dst` on success (nothing is uploaded when the block raises)."""
     if not is_url(dst):
-        os.makedirs(local_path(dst), exist_ok=True)
+        local_makedirs(local_path(dst))
         yield local_path(dst)
         return
     with tempfile.TemporaryDirectory(prefix="albert-put-") as tmp:
@@ -151,14 +159,17 @@ def local_file_for(dst: str) -> Iterator[str]:
             copy(target, dst)
         return
     final = os.path.abspath(local_path(dst))
-    os.makedirs(os.path.dirname(final), exist_ok=True)
+    local_makedirs(os.path.dirname(final))
     tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
         os.replace(tmp, final)
+    except OSError as err:  # name the file the caller writes, not its temporary name
+        raise named(err, dst, instead_of=tmp)  # noqa: B904 -- the same error, named
     finally:
         if os.path.exists(tmp):
-            os.remove(tmp)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
 
 
 class Mirror:
