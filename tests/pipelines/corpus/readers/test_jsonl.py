@@ -47,4 +47,8 @@ def test_oversized_json_line_is_skipped(tmp_path):
         ],
     )
     recs = _read_all(sources.plan_sources([f"news2016zh:{path}"]), OPTS.replace(max_record_bytes=10_000))
-    assert [r.get("id") or r["error"] for r in recs] == ["news2016zh:news.json:a", "record_too_large", "news2016zh:news.json:c"]
+    assert [r.get("id") or r["error"] for r in recs] == [
+        "news2016zh:news.json:a",
+        "record_too_large",
+        "news2016zh:news.json:c",
+    ]

@@ -128,7 +128,11 @@ def test_reader_on_the_real_enwiki_excerpt_gensim_ships(tmp_path):
     raw = bz2.open(local).read()
     assert len(recs) == raw.count(b"<page>") == 206
     assert not [r for r in recs if "error" in r]
-    assert recs[0]["redirect"] and recs[1]["title"] == "Anarchism" and recs[1]["id"] == "zhwiki:enwiki-latest-pages-articles1.xml.bz2:12"
+    assert (
+        recs[0]["redirect"]
+        and recs[1]["title"] == "Anarchism"
+        and recs[1]["id"] == "zhwiki:enwiki-latest-pages-articles1.xml.bz2:12"
+    )
     assert sum(r["ns"] != 0 for r in recs) == 1
     # and through the whole pipeline: real wikitext cleans without a dead letter, every page accounted
     import json
