@@ -23,7 +23,8 @@ def first_dead_letter(pattern: str, reason: str) -> str | None:
             rec = json.loads(line)
             if rec.get("reason") == reason and rec.get("dead_letter", True):
                 detail = rec.get("detail") or ""
-                return f"{rec.get('where')}" + (f" ({detail[:120]})" if detail else "")
+                cut = detail[:120] + ("..." if len(detail) > 120 else "")
+                return f"{rec.get('where')}" + (f" ({cut})" if detail else "")
     return None
 
 

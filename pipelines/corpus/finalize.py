@@ -79,14 +79,14 @@ def shard_count_for(total: int, per_shard: int, fixed: int = 0) -> int:
 # --- verdicts -------------------------------------------------------------------------------------------------
 
 
+_NUMBERS = re.compile(r"(\d+)")
+
+
 def natural_key(text: str) -> tuple:
     """Sort key that orders the numbers inside `text` by value: `f:99` before `f:123`."""
     return tuple(
         (0, int(part), "") if part.isdigit() else (1, 0, part) for part in _NUMBERS.split(text) if part
     )
-
-
-_NUMBERS = re.compile(r"(\d+)")
 
 
 def _verdicts_of_id(kv):
@@ -101,9 +101,12 @@ def _verdicts_of_id(kv):
     first = refs[0]
     for other in refs[1:]:
         if other[0] == first[0]:
-            reason, detail = "exact_duplicate", f"same id and text as {first[2]}"
+            reason, detail = "exact_duplicate", f"same text as {first[2]}, duplicate of {doc_id}"
         else:
-            reason, detail = "duplicate_id", f"id {doc_id} again, other text; the first, {first[2]}, is kept"
+            reason, detail = (
+                "duplicate_id",
+                f"id {doc_id} again with another text; the first, {first[2]}, is kept",
+            )
         yield other[3], (other[4], (reason, detail))
     exact = min(grouped["exact"], default=None)
     near = min(grouped["near"], default=None)

@@ -83,10 +83,11 @@ def rest_lost(item: dict, where: str, err: BaseException, records: int, done: in
     nbytes = max(0, end - (item.get("start", 0) + done))
     n = estimate(nbytes, records, done)
     if records == 0:
-        rate = "at least 1 record: none was read to estimate from"
+        what = f"{nbytes} bytes lost, at least 1 record (none was read to estimate from)"
+    elif nbytes == 0:
+        what = "at least 1 record lost"
     else:
-        rate = f"about {n} records at the rate of the {records} read"
-    what = f"{nbytes} bytes lost ({rate})"
+        what = f"{nbytes} bytes lost, about {n} records at the rate of the {records} read"
     if isinstance(err, EOFError):
         what += "; the file ends early: what followed is not in it"
     return lost_record(

@@ -228,13 +228,12 @@ class _Bz2Dump:
             )
         yield from self.lost_listed() if self.streams else self.lost_estimated()
 
-    @staticmethod
-    def lost_bytes(damage, lost_from: int, stop: int) -> int:
-        """Compressed bytes a damage cost: from the end of the pages handed out before it (or the
-        damaged stream's start) to where reading went on (or `stop`)."""
-        return max(
-            0, (damage.resume if damage.resume is not None else max(stop, damage.failed_at)) - lost_from
-        )
+    def lost_bytes(self, damage, lost_from: int, stop: int) -> int:
+        """Bytes of the file a damage cost: from the end of the pages handed out before it (or the
+        damaged stream's start) to where reading went on (or `stop`), within the file (a stream the
+        file is cut inside of, per the index, runs on past its end)."""
+        until = damage.resume if damage.resume is not None else max(stop, damage.failed_at)
+        return max(0, min(until, self.size) - lost_from)
 
     def lost_estimated(self) -> Iterator[dict]:
         """Without the index: one dead letter per damage, its pages estimated from the bytes."""
@@ -243,14 +242,16 @@ class _Bz2Dump:
         read_bytes = max(0, end - self.start - sum(nbytes for nbytes, _ in spans))
         for nbytes, d in spans:
             n = estimate(nbytes, self.kept, read_bytes)
-            what = "the file ends inside it" if d.truncated else f"{nbytes} bytes lost"
+            if d.truncated:
+                then = "the file ends inside it"
+            else:
+                then = "nothing follows it" if d.resume is None else f"reading went on at byte {d.resume}"
             yield lost_record(
                 self.item,
                 f"{self.item['path']}@{d.start}",
                 "truncated_input" if d.truncated else "corrupt_input",
-                f"damaged bz2 stream at byte {d.start} ({d.detail}); {what}, about {n} page{'' if n == 1 else 's'} "
-                f"(at the rate of the {self.kept} pages read); reading went on at "
-                + ("the end" if d.resume is None else f"byte {d.resume}"),
+                f"bz2 stream at byte {d.start} damaged ({d.detail}): about {n} page{'' if n == 1 else 's'} "
+                f"lost, estimated from its {nbytes} bytes at the rate of the {self.kept} pages read; {then}",
                 records=n,
                 estimated=True,
                 nbytes=nbytes,
@@ -283,19 +284,19 @@ class _Bz2Dump:
                 (pid, title) for pid, title in pages.get(offset, []) if native_id(self.item, pid) not in seen
             ]
             if offset in damaged:
+                first = damaged[offset][0][0]
                 nbytes = sum(self.lost_bytes(d, frm, stop) for d, frm in damaged[offset])
                 truncated = any(d.truncated for d, _ in damaged[offset])
-                how = f"damaged ({damaged[offset][0][0].detail})"
-            else:
-                nbytes, truncated, how = (
-                    max(0, min(stop, self.size) - offset),
-                    True,
-                    "not in the file (it ends before)",
-                )
-            detail = (
-                f"bz2 stream at byte {offset} of {self.item['path']} is {how}: {lost_n} of the {listed} pages "
-                f"the index lists in it are lost"
-            )
+                if first.start == offset:
+                    detail = f"bz2 stream at byte {offset} damaged ({first.detail}): {lost_n} of its {listed} pages lost"
+                else:  # the footer stream after the last page stream
+                    detail = (
+                        f"bz2 stream at byte {first.start} damaged ({first.detail}), after the {listed} pages "
+                        f"at byte {offset}: {lost_n} lost"
+                    )
+            else:  # past the end of the file: not there at all
+                nbytes, truncated = 0, True
+                detail = f"bz2 stream at byte {offset} is past the end of the file: its {listed} pages lost"
             where = f"{self.item['path']}@{offset}"
             reason = "truncated_input" if truncated else "corrupt_input"
             common = {"estimated": False, "rest_unknown": False}

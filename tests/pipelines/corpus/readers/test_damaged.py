@@ -98,6 +98,7 @@ def test_cut_dump_loses_what_follows_the_cut(tmp_path, wiki_articles, index):
     if index:  # every page after the cut is named
         assert [r["id"] for r in lost] == ALL_IDS[(k - 1) * PER_STREAM :]
         assert len(pages) + len(lost) == PAGES
+        assert sum(r["lost"]["bytes"] for r in lost) == size - offsets[k]  # the file's, not the index's
     else:  # the pages the cut stream held are estimated; what followed it is not in the file
         (dead,) = lost
         assert dead["lost"]["rest_unknown"] and dead["lost"]["bytes"] == size - offsets[k]
