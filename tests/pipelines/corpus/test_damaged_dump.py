@@ -10,7 +10,9 @@ import os
 
 import pytest
 
-from pipelines.corpus.dumps import damage_stream
+from pipelines.corpus import sources
+from pipelines.corpus.dumps import damage_stream, flip_bytes
+from pipelines.corpus.options import CorpusOptions
 from tests.cli import albert
 from tests.pipelines.corpus.fixtures import NAME, PAGES, stream_ids, write_wiki
 
@@ -74,3 +76,32 @@ def test_an_index_of_another_dump_fails_the_accounting(tmp_path, wiki_articles):
     r.fails(
         1, "corpus accounting failed", f"the index of {NAME} lists {PAGES + 1} pages, the dump held {PAGES}"
     )
+
+
+def test_a_damaged_jsonl_counts_against_the_limit_by_what_it_lost(tmp_path, wiki_articles):
+    """One dead letter stands for the records the damage lost (an estimate): the stage counts it that
+    many times in `read` and the dead letter, and the files agree."""
+    path = tmp_path / "news.json.bz2"
+    lines = [
+        json.dumps({"news_id": f"n{i}", "title": a["title"], "content": "\n".join(a["sentences"])}, ensure_ascii=False)
+        for i, a in enumerate(wiki_articles)
+    ]  # fmt: skip
+    path.write_bytes(bz2.compress(("\n".join(lines) + "\n").encode(), 1))
+    flip_bytes(str(path), path.stat().st_size // 2)
+    records = list(sources.read_work(sources.plan_sources([f"news2016zh:{path}"])[0], CorpusOptions()))
+    (dead,) = [r for r in records if "lost" in r]
+    # (bz2 may hand out some garbage before it notices the damage: lines that do not parse)
+    others = [r for r in records if "error" in r and "lost" not in r]
+    n, read = dead["lost"]["records"], len(records) - 1 + dead["lost"]["records"]
+    assert n > 100 and dead["lost"]["estimated"]
+    out = tmp_path / "out"
+    r = albert("corpus", "--source", f"news2016zh:{path}", "--out", str(out), *BEAM)
+    r.fails(
+        1,
+        f"{n + len(others)} of {read} records",
+        f"damaged input lost news2016zh:news.json.bz2: {n} (estimated) records",
+    )
+    stats = json.load(open(out / "stats.json"))
+    assert stats["read"] == read and stats["dead_letter"]["corrupt_input"] == n
+    assert stats["dead_letter_total"] == n + len(others)
+    assert stats["invariant"]["holds"] and stats["lost"]["estimated"] == n
