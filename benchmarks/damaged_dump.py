@@ -3,10 +3,10 @@
 A multistream dump of 500 People's Daily articles (as wikitext pages, 50 to a bz2 stream: 10 page
 streams between the header and the footer stream) with its index, damaged as real dumps arrive: 40
 bytes inverted in the middle of one stream (the first, the fifth or the last page stream), or the
-file cut at 55% of its bytes. Each case runs the whole stage (`run_corpus`, DirectRunner in memory)
+file cut at 55% of its bytes; and whole, the baseline. Each case runs the whole stage (`run_corpus`, DirectRunner in memory)
 with the index beside the dump and without it, at the default --max-dead-letter-fraction, and reads
-stats.json: pages in the dump, pages read, pages lost (their ids where the index names them),
-bytes lost, the dead-letter fraction and whether the stage published.
+stats.json: pages in the dump, pages read, documents kept (after the filters), pages lost (their ids
+where the index names them), bytes lost, the dead-letter fraction and whether the stage published.
 
     python -m benchmarks.damaged_dump --out DIR [--json PATH]
 """
@@ -26,7 +26,13 @@ from pipelines.corpus.stage import run_corpus
 DUMP = "zhwiki-20261101-pages-articles-multistream.xml.bz2"
 PAGES, PER_STREAM = 500, 50
 BEAM = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
-CASES = [("stream 1 (start)", 1), ("stream 5 (middle)", 5), ("stream 10 (end)", 10), ("cut at 55%", None)]
+CASES = [
+    ("none", 0),
+    ("stream 1 (start)", 1),
+    ("stream 5 (middle)", 5),
+    ("stream 10 (end)", 10),
+    ("cut at 55%", None),
+]
 
 
 def write_clean_dump(folder: str) -> str:
@@ -61,7 +67,7 @@ def measure(out: str) -> list[dict]:
                 shutil.copy(index_path(clean), index_path(dump))
             if stream:
                 damage_stream(dump, stream)
-            else:
+            elif stream is None:
                 cut(dump, 0.55)
             corpus = os.path.join(case, "corpus")
             try:
@@ -79,6 +85,7 @@ def measure(out: str) -> list[dict]:
                     "pages_in_dump": PAGES,
                     "read": stats["read"],
                     "pages_read": stats["read"] - lost.get("records", 0),
+                    "documents_kept": stats["kept"],
                     "pages_lost": lost.get("records", 0),
                     "estimated": bool(lost.get("estimated")),
                     "rest_unknown": bool(lost.get("rest_unknown")),
@@ -93,9 +100,9 @@ def measure(out: str) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| damage | index | pages in dump | pages read | pages lost | lost page ids | bytes lost "
+        "| damage | index | pages in dump | pages read | documents kept | pages lost | lost page ids | bytes lost "
         f"| dead-letter fraction | published at {MAX_DEAD_LETTER_FRACTION:g} |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lost = f"{'~' if r['estimated'] else ''}{r['pages_lost']}" + (
@@ -103,6 +110,7 @@ def table(rows: list[dict]) -> str:
         )
         lines.append(
             f"| {r['damage']} | {'yes' if r['index'] else 'no'} | {r['pages_in_dump']} | {r['pages_read']} | "
+            f"{r['documents_kept']} | "
             f"{lost} | {r['lost_ids'] or '-'} | {r['bytes_lost']:,} | {r['dead_letter_fraction']:.1%} | "
             f"{'yes' if r['published'] else 'no (exit 1)'} |"
         )

@@ -166,8 +166,8 @@ def _read_dump(item: dict, opts: CorpusOptions) -> Iterator[dict]:
 
 
 class _Bz2Dump:
-    """The reading of one work item of a `.bz2` dump: pages handed out once checked, and what was
-    lost (`lost_records`)."""
+    """The reading of one work item of a `.bz2` dump: pages handed out once checked (`read`), then
+    the dead letters of what damage lost (`lost_listed` with the index, `lost_estimated` without)."""
 
     def __init__(self, item: dict, opts: CorpusOptions):
         self.item, self.opts = item, opts
