@@ -28,7 +28,8 @@ LOST_IDS_IN_STATS = 1000  # per file; every one is in the rejected records
 
 
 def stats_from_counters(counters: dict[str, int]) -> dict:
-    """Counters -> stats.json: totals, per reason, per source, per input file, and the accounting
+    """Counters -> stats.json: totals, per reason, per source, per input file (a dump with its index,
+    a file that lost records to damage: `files`, keyed KIND:NAME), and the accounting
     invariants: read = kept + sum(dropped by reason) + dead letter; for a dump with its multistream
     index, pages the index lists = pages read + pages lost, per dump.
 
@@ -61,7 +62,7 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
             stats["lines_removed"][parts[1]] = value
         elif parts[0] == "file" and len(parts) >= 3 and parts[1] in FILE_COUNTS:
             key = "/".join(parts[2:])  # KIND:NAME, where NAME may hold folders
-            stats["files"].setdefault(key, {"read": 0})[parts[1]] = value
+            stats["files"].setdefault(key, {})[parts[1]] = value
         else:
             stats["other"][name] = value
     dropped, dead = sum(stats["dropped"].values()), sum(stats["dead_letter"].values())
@@ -80,13 +81,16 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
         "accounted": stats["kept"] + dropped + dead,
         "holds": stats["read"] == stats["kept"] + dropped + dead,
     }
-    indexed = {key: e for key, e in stats["files"].items() if "listed" in e}
+    mismatches = {
+        key: {"listed": e["listed"], "read": e.get("read", 0)}
+        for key, e in stats["files"].items()
+        if "listed" in e and e["listed"] != e.get("read", 0)
+    }
     stats["index_invariant"] = {
         "rule": "per dump with its index: pages listed = pages read + pages lost (read counts both)",
-        "holds": all(e["listed"] == e["read"] for e in indexed.values()),
-        "mismatches": {key: {"listed": e["listed"], "read": e["read"]} for key, e in indexed.items()
-                       if e["listed"] != e["read"]},
-    }  # fmt: skip
+        "holds": not mismatches,
+        "mismatches": mismatches,
+    }
     return stats
 
 
@@ -98,7 +102,7 @@ def add_lost_ids(stats: dict, summaries: list[dict]) -> None:
         for key, found in summary.get("lost_ids", {}).items():
             ids.setdefault(key, []).extend(found)
     for key, found in sorted(ids.items()):
-        lost = stats["files"].setdefault(key, {"read": 0}).setdefault("lost", {})
+        lost = stats["files"].setdefault(key, {}).setdefault("lost", {})
         lost["ids"] = sorted(found, key=natural_key)[:LOST_IDS_IN_STATS]
 
 

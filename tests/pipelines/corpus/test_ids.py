@@ -75,7 +75,7 @@ def test_same_news_id_in_two_files_is_two_documents(tmp_path, sample_docs):
     ]  # fmt: skip
     stats = json.load(open(os.path.join(out, "stats.json")))
     assert "duplicate_id" not in stats["dropped"]
-    assert stats["files"] == {"news2016zh:x/news.json": {"read": 10}, "news2016zh:y/news.json": {"read": 10}}
+    assert stats["read"] == 20 and stats["files"] == {}  # (per file: dumps with an index, and losses)
 
 
 def test_an_id_repeated_in_one_file_keeps_the_first_in_file_order(tmp_path):
