@@ -238,3 +238,18 @@ def test_cut_text_counts_its_unread_rest(tmp_path, wiki_articles, ext):
     read, (dead,) = [r for r in recs if "error" not in r], [r for r in recs if "lost" in r]
     assert 0 < len(read) < PAGES and dead["error"] == "truncated_input" and dead["lost"]["rest_unknown"]
     assert [r["text"] for r in read] == ["\n".join(a["sentences"]) for a in wiki_articles[: len(read)]]
+
+
+def test_an_index_damaged_halfway_costs_parallelism_not_pages(tmp_path, wiki_articles):
+    """An index that breaks off halfway: the dump is read whole, every page once (ranges planned
+    from its first half would read those pages a second time)."""
+    from pipelines.corpus.dumps import index_path
+
+    dump = write_wiki(str(tmp_path), wiki_articles)
+    index = index_path(dump)
+    flip_bytes(index, os.path.getsize(index) * 2 // 3)
+    (item,) = sources.plan_sources([f"zhwiki:{dump}"])
+    parts = list(sources.split_work(item, OPTS.replace(wiki_streams_per_range=1)))
+    assert len(parts) == 1 and parts[0]["index"] is None and "index_error" in parts[0]
+    pages = [r for r in sources.read_work(parts[0], OPTS) if "error" not in r]
+    assert [r["id"] for r in pages] == ALL_IDS
