@@ -35,6 +35,7 @@ from pipelines.corpus import clean, minhash
 from pipelines.corpus.normalize import ChineseConverter
 from pipelines.corpus.options import CorpusOptions
 
+PLANTED = "planted.json"  # the planted copies, news2016zh lines: their ids are news2016zh:planted.json:ID
 DEFAULT_EDIT_RATES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3)
 # Replacement characters for edits: frequent characters, so edits look like real text.
 _POOL = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质"
@@ -169,7 +170,7 @@ def plant_duplicates(records: list[dict], originals: int, rates, seed: int) -> t
             copies.append(
                 {"news_id": news_id, "title": rec["title"], "content": edit_text("\n".join(lines), rate, rng)}
             )
-            members.append(f"news2016zh:{news_id}")
+            members.append(f"news2016zh:{PLANTED}:{news_id}")
         groups[g] = members
     return copies, groups
 
@@ -179,7 +180,7 @@ def _as_raw_records(copies: list[dict]) -> list[dict]:
     return [
         {
             "source": "news2016zh",
-            "id": f"news2016zh:{c['news_id']}",
+            "id": f"news2016zh:{PLANTED}:{c['news_id']}",
             "title": c["title"],
             "text": c["content"],
             "markup": "plain",
@@ -245,7 +246,7 @@ def dedup_quality(
     copies, groups = plant_duplicates(records, originals, rates, seed)
     out = out_dir or tempfile.mkdtemp(prefix="corpus-bench-")
     os.makedirs(out, exist_ok=True)
-    planted = os.path.join(out, "planted.json")
+    planted = os.path.join(out, PLANTED)
     with open(planted, "w", encoding="utf-8") as f:
         for c in copies:
             f.write(json.dumps(c, ensure_ascii=False) + "\n")

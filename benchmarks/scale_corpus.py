@@ -21,7 +21,7 @@ Planted near-duplicates: per copy, `near_dup_rate` x articles of its articles of
 `PLANT_MIN_CHARS` characters get an edited copy (`benchmarks.corpus.edit_text`, a rate drawn in
 `EDIT_RATES`, where the character-shingle Jaccard stays above 0.8), written right after the original,
 in the same output, with its own id. `truth.json` holds the pairs as the corpus stage names documents
-(`news2016zh:<news_id>`, `zhwiki:<page id>`) and the counts; `near_dup_scores` scores a finished
+(`news2016zh:news2016zh.json:<news_id>`, `zhwiki:<dump file name>:<page id>`) and the counts; `near_dup_scores` scores a finished
 `albert corpus` run against it.
 
     python -m benchmarks.scale_corpus --copies 4 --out DIR [--near-dup-rate 0.02] [--seed 0]
@@ -153,7 +153,7 @@ def wiki_id_stride(articles: int) -> int:
 
 def copy_of(doc_id: str, stride: int) -> int:
     """The copy a document of the scale corpus belongs to, from its corpus-stage id."""
-    kind, _, native = doc_id.partition(":")
+    kind, native = doc_id.partition(":")[0], doc_id.rsplit(":", 1)[1]
     return int(native) // stride if kind == "zhwiki" else int(native.split("-")[1])
 
 
@@ -192,11 +192,11 @@ def write_scale_corpus(
                 page_id = copy * stride + 2 * i + 1 + planted
                 wiki.add(page_xml(page_id, title or f"条目{page_id}", article_wikitext(title, sents)))
                 counts["zhwiki"] += 1
-                return f"zhwiki:{page_id}"
+                return f"zhwiki:{WIKI_DUMP}:{page_id}"
             news_id = f"scale-{copy:04d}-{i:05d}{'-near' if planted else ''}"
             news.write(news2016zh_line(news_id, title, sents, source="scale-corpus", sep="\n") + "\n")
             counts["news2016zh"] += 1
-            return f"news2016zh:{news_id}"
+            return f"news2016zh:{NEWS_FILE}:{news_id}"
 
         for copy in range(copies):
             arts = copy_articles(sample, copy_table(bands, seed, copy))

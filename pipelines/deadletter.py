@@ -23,13 +23,17 @@ def first_dead_letter(pattern: str, reason: str) -> str | None:
             rec = json.loads(line)
             if rec.get("reason") == reason and rec.get("dead_letter", True):
                 detail = rec.get("detail") or ""
-                return f"{rec.get('where')}" + (f" ({detail[:120]})" if detail else "")
+                cut = detail[:120] + ("..." if len(detail) > 120 else "")
+                return f"{rec.get('where')}" + (f" ({cut})" if detail else "")
     return None
 
 
-def check_dead_letters(dead: dict[str, int], read: int, limit: float, unit: str, files: str) -> None:
+def check_dead_letters(
+    dead: dict[str, int], read: int, limit: float, unit: str, files: str, note: str = ""
+) -> None:
     """StageFailed when the dead letter (`dead`: count by reason) holds more than `limit` of the `read`
-    records. `unit`: "records" or "documents"; `files`: the glob of the dead-letter files."""
+    records. `unit`: "records" or "documents"; `files`: the glob of the dead-letter files; `note`:
+    said before them (the corpus stage: what damaged input lost, per file)."""
     total = sum(dead.values())
     if not read or total <= limit * read:
         return
@@ -39,5 +43,6 @@ def check_dead_letters(dead: dict[str, int], read: int, limit: float, unit: str,
         f"{total} of {read} {unit} ({total / read:.1%}) went to the dead letter, over "
         f"--max-dead-letter-fraction {limit:g}: commonest {reason} ({n})"
         + (f", e.g. {where}" if where else "")
+        + (f"; {note}" if note else "")
         + f"; see {files}; fix the input, or raise --max-dead-letter-fraction; no manifest written"
     )

@@ -50,8 +50,11 @@ def rejected(
 
 
 def dead_letter(error_record: dict) -> dict:
-    """A reader's error record as a rejected record."""
-    return rejected(error_record, error_record["error"], "read", dead_letter=True)
+    """A reader's error record as a rejected record (with its `lost` count: readers/errors.py)."""
+    rec = rejected(error_record, error_record["error"], "read", dead_letter=True)
+    if "lost" in error_record:
+        rec["lost"] = error_record["lost"]
+    return rec
 
 
 def wiki_page_verdict(record: dict) -> str | None:

@@ -187,3 +187,37 @@ def news2016zh_line(
         "content": sep.join(sentences),
     }
     return json.dumps(record, ensure_ascii=False)
+
+
+# --- damage, as real dumps arrive (a bad disk, a cut download) ---------------------------------------------
+
+
+def stream_offsets(dump_path: str) -> list[int]:
+    """The offset of every bz2 stream of a dump (header and footer streams included), found by their
+    headers (pipelines.corpus.readers.bz2streams.STREAM_HEAD)."""
+    from pipelines.corpus.readers.bz2streams import STREAM_HEAD
+
+    return [m.start() for m in STREAM_HEAD.finditer(storage.read_bytes(dump_path))]
+
+
+def flip_bytes(path: str, at: int, n: int = 40) -> None:
+    """Damage a file in place: invert `n` bytes from byte `at`."""
+    data = bytearray(storage.read_bytes(path))
+    for i in range(at, min(at + n, len(data))):
+        data[i] ^= 0xFF
+    storage.write_bytes(path, bytes(data))
+
+
+def damage_stream(dump_path: str, stream: int, n: int = 40) -> tuple[int, int]:
+    """Invert `n` bytes in the middle of bz2 stream number `stream` of a dump (0: the header stream);
+    returns the stream's (start, end) offsets."""
+    offsets = stream_offsets(dump_path) + [storage.size(dump_path)]
+    start, end = offsets[stream], offsets[stream + 1]
+    flip_bytes(dump_path, (start + end) // 2 - n // 2, n)
+    return start, end
+
+
+def cut(path: str, keep: float) -> None:
+    """Cut a file short, as a broken download leaves it: keep the first `keep` share of its bytes."""
+    data = storage.read_bytes(path)
+    storage.write_bytes(path, data[: int(len(data) * keep)])

@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import io
 import math
+import re
 
 import apache_beam as beam
 import xxhash
@@ -42,9 +43,15 @@ def increment(name: str, n: int = 1) -> None:
     Metrics.counter(NS, name).inc(n)
 
 
+def weight(rec: dict) -> int:
+    """How many records a rejected record stands for: 1, or the records a dead letter of damaged
+    input lost (readers/errors.py)."""
+    return rec["lost"]["records"] if "lost" in rec else 1
+
+
 def count_rejected(rec: dict) -> None:
     kind = "dead_letter" if rec["dead_letter"] else "dropped"
-    increment(f"{kind}/{rec['source']}/{rec['reason']}")
+    increment(f"{kind}/{rec['source']}/{rec['reason']}", weight(rec))
 
 
 def doc_ref(text_hash: str, title: str, where: str, spill: str, position: int, chars: int) -> tuple:
@@ -72,18 +79,35 @@ def shard_count_for(total: int, per_shard: int, fixed: int = 0) -> int:
 # --- verdicts -------------------------------------------------------------------------------------------------
 
 
+_NUMBERS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders the numbers inside `text` by value: `f:99` before `f:123`."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in _NUMBERS.split(text) if part
+    )
+
+
 def _verdicts_of_id(kv):
-    """All documents cleaned under one id -> (spill file, (position, verdict)) for each. Several
-    documents under one id keep one, the first in (text hash, title, where) order; the others are
-    exact duplicates (same text) or duplicate ids (other text)."""
+    """All documents cleaned under one id -> (spill file, (position, verdict)) for each. Ids are made
+    distinct per file (readers/ids.py), so several documents under one id come from one file (an id
+    repeated in it) or have the same text (content ids): the first in file order is kept (`where`:
+    path and position), the others are exact duplicates (same text) or duplicate ids (other text)."""
     doc_id, grouped = kv
-    refs = sorted(grouped["ref"], key=lambda r: r[:5])
+    refs = sorted(grouped["ref"], key=lambda r: (natural_key(r[2]), r[:5]))
     if not refs:  # (verdicts always come with a document; an id without one has nothing to write)
         return
     first = refs[0]
     for other in refs[1:]:
-        reason = "exact_duplicate" if other[0] == first[0] else "duplicate_id"
-        yield other[3], (other[4], (reason, f"duplicate of {doc_id}"))
+        if other[0] == first[0]:
+            reason, detail = "exact_duplicate", f"same text as {first[2]}, duplicate of {doc_id}"
+        else:
+            reason, detail = (
+                "duplicate_id",
+                f"id {doc_id} again with another text; the first, {first[2]}, is kept",
+            )
+        yield other[3], (other[4], (reason, detail))
     exact = min(grouped["exact"], default=None)
     near = min(grouped["near"], default=None)
     removals = sorted(set(grouped["lines"]))
@@ -241,12 +265,16 @@ class _WriteShard(beam.DoFn):
         records = sorted((r for r in records if r is not None), key=lambda r: (str(r["id"]), dumps(r)))
         data = _gzip_lines(dumps(r) for r in records)
         by_key: dict[str, int] = {}
+        lost_ids: dict[str, list[str]] = {}  # file -> ids of the records damaged input lost
         for r in records:
             key = _summary_key(self.prefix, r)
             if self.prefix == "docs":
                 increment(key)
-            by_key[key] = by_key.get(key, 0) + 1
-        yield _write_shard(self.out_dir, self.prefix, index, count, data, len(records), by_key)
+            by_key[key] = by_key.get(key, 0) + weight(r)
+            if "lost" in r and r["id"] is not None:
+                lost_ids.setdefault(r["lost"]["file"], []).append(r["id"])
+        summary = _write_shard(self.out_dir, self.prefix, index, count, data, len(records), by_key)
+        yield {**summary, "lost_ids": lost_ids} if lost_ids else summary
 
 
 class WriteShards(beam.PTransform):

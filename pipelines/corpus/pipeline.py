@@ -12,7 +12,8 @@
 
 Only ids, hashes, signatures and verdicts travel through shuffles, never a document's text (spill.py
 says why and how). Counters (namespace `corpus`): read/<source>, kept/<source>,
-dropped/<source>/<reason>, dead_letter/<source>/<reason>, lines_removed/<rule>.
+dropped/<source>/<reason>, dead_letter/<source>/<reason>, lines_removed/<rule>, and per input file
+file/<read|listed|lost_records|lost_estimated|lost_bytes|lost_rest_unknown>/KIND:NAME (_ReadWork).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pipelines.corpus.finalize import (
 )
 from pipelines.corpus.normalize import ChineseConverter
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.readers.ids import file_key
 from pipelines.corpus.sources import read_work, split_work
 from pipelines.corpus.spill import SPILL_DIR, SpillWriter
 
@@ -49,15 +51,35 @@ SUMMARY = "summary.json"
 
 
 class _ReadWork(beam.DoFn):
+    """A work item -> its raw records. Counts them: `read/<source>` per record (a dead letter of lost
+    records counts as that many: readers/errors.py), and per file (`file/<what>/KIND:NAME`,
+    readers/ids.py) what damaged input lost and, for a dump with its multistream index, the pages it
+    lists and the pages read (the index invariant). Only those: a corpus of a thousand files should
+    not make a thousand counters."""
+
     def __init__(self, opts: CorpusOptions):
         self.opts = opts
 
     def process(self, item):
         if item.get("index_error"):
             increment(f"index_unreadable/{item['kind']}")
+        key, read = file_key(item), 0
         for record in read_work(item, self.opts):
-            increment(f"read/{record['source']}")
+            lost = record.get("lost")
+            n = lost["records"] if lost else 1
+            increment(f"read/{record['source']}", n)
+            read += n
+            if lost:
+                increment(f"file/lost_records/{key}", n)
+                increment(f"file/lost_bytes/{key}", lost["bytes"])
+                if lost["estimated"]:
+                    increment(f"file/lost_estimated/{key}", n)
+                if lost["rest_unknown"]:
+                    increment(f"file/lost_rest_unknown/{key}")
             yield record
+        if item.get("streams"):
+            increment(f"file/read/{key}", read)
+            increment(f"file/listed/{key}", sum(pages for _, pages in item["streams"]))
 
 
 class ReadSources(beam.PTransform):

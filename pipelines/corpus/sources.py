@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pipelines.core import storage
 from pipelines.core.errors import UserError
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.readers.ids import file_names
 from pipelines.corpus.readers.jsonl import read_jsonl
 from pipelines.corpus.readers.peoples_daily import read_peoples_daily
 from pipelines.corpus.readers.ranges import split_work
@@ -77,7 +78,8 @@ def wiki_index_name(dump_path: str) -> str | None:
 
 
 def plan_sources(specs: list[str]) -> list[dict]:
-    """Work items, one per input file: {kind, path, size, index, start, end}. UserError when a source
+    """Work items, one per input file: {kind, path, name, size, index, start, end}; `name` tells the
+    file from the other inputs of its kind in document ids (readers/ids.py). UserError when a source
     matches nothing (a typo should not produce an empty corpus)."""
     items = []
     for raw in specs:
@@ -116,6 +118,11 @@ def plan_sources(specs: list[str]) -> list[dict]:
                 items.append(
                     {"kind": spec.kind, "path": path, "size": size, "index": None, "start": 0, "end": None}
                 )
+    for kind in SOURCE_KINDS:
+        names = file_names([i["path"] for i in items if i["kind"] == kind])
+        for i in items:
+            if i["kind"] == kind:
+                i["name"] = names[i["path"]]
     return items
 
 

@@ -12,18 +12,24 @@ import tempfile
 import time
 
 import apache_beam as beam
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from pipelines import outdir
 from pipelines.core import beam_run, malloc, storage
 from pipelines.core.errors import StageFailed, UserError
 from pipelines.core.manifest import MANIFEST, write_manifest
-from pipelines.corpus.dedup import NS
+from pipelines.corpus.accounting import (
+    accounting_problems,
+    add_lost_ids,
+    check_outcome,
+    counters_from_result,
+    counts_from_summaries,
+    lost_summary,
+    stats_from_counters,
+)
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
 from pipelines.corpus.sources import plan_sources
-from pipelines.deadletter import check_dead_letters
 
 STATS = "stats.json"
 # What a run writes, removed when it fails: temporaries, shards (whole, or a write's hidden temp name).
@@ -105,85 +111,6 @@ def check_out_dir(runner: str, out_dir: str) -> None:
             f"--out {out_dir}: DataflowRunner workers cannot write to a path on this machine; "
             "give a bucket (--out gs://BUCKET/...)"
         )
-
-
-# --- accounting -----------------------------------------------------------------------------------------
-
-
-def counters_from_result(result) -> dict[str, int]:
-    out = {}
-    for c in result.metrics().query(MetricsFilter().with_namespace(NS))["counters"]:
-        value = c.committed if c.committed is not None else c.attempted
-        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
-    return out
-
-
-def stats_from_counters(counters: dict[str, int]) -> dict:
-    """Counters -> stats.json: totals, per reason, per source, and the accounting invariant
-    read = kept + sum(dropped by reason) + dead letter."""
-    stats = {
-        "read": 0,
-        "kept": 0,
-        "dropped": {},
-        "dead_letter": {},
-        "by_source": {},
-        "lines_removed": {},
-        "other": {},
-    }
-
-    def src(name):
-        return stats["by_source"].setdefault(name, {"read": 0, "kept": 0, "dropped": {}, "dead_letter": {}})
-
-    for name, value in sorted(counters.items()):
-        parts = name.split("/")
-        if parts[0] in ("read", "kept") and len(parts) == 2:
-            stats[parts[0]] += value
-            src(parts[1])[parts[0]] += value
-        elif parts[0] in ("dropped", "dead_letter") and len(parts) == 3:
-            stats[parts[0]][parts[2]] = stats[parts[0]].get(parts[2], 0) + value
-            src(parts[1])[parts[0]][parts[2]] = value
-        elif parts[0] == "lines_removed":
-            stats["lines_removed"][parts[1]] = value
-        else:
-            stats["other"][name] = value
-    dropped, dead = sum(stats["dropped"].values()), sum(stats["dead_letter"].values())
-    stats["dropped_total"], stats["dead_letter_total"] = dropped, dead
-    stats["invariant"] = {
-        "rule": "read = kept + dropped_total + dead_letter_total",
-        "read": stats["read"],
-        "accounted": stats["kept"] + dropped + dead,
-        "holds": stats["read"] == stats["kept"] + dropped + dead,
-    }
-    return stats
-
-
-def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) -> None:
-    """StageFailed when the run must not be published: the sources yielded no record, too much went
-    to the dead letter (the message names the commonest reason), or no document was kept."""
-    read = stats["read"]
-    if read == 0:
-        raise StageFailed("the sources yielded no record (empty files?); no manifest written")
-    check_dead_letters(
-        stats["dead_letter"],
-        read,
-        max_dead_letter_fraction,
-        "records",
-        storage.join(out_dir, "rejected-*.jsonl.gz"),
-    )
-    if stats["kept"] == 0:
-        dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
-        raise StageFailed(
-            f"no document kept of {read} read (dropped: {dropped}); check the inputs or loosen the "
-            f"filters (e.g. --min-chars, --min-cjk-ratio); no manifest written"
-        )
-
-
-def _counts_from_summaries(summaries: list[dict]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for s in summaries:
-        for k, v in s["counts"].items():
-            total[k] = total.get(k, 0) + v
-    return total
 
 
 # --- inputs, outputs -----------------------------------------------------------------------------------
@@ -272,20 +199,13 @@ def run_corpus(
     seconds = time.time() - started
 
     stats = stats_from_counters(counters_from_result(result))
-    written = _counts_from_summaries(summaries)
+    add_lost_ids(stats, summaries)
+    written = counts_from_summaries(summaries)
     # stats.json holds only what the inputs determine (its hash keys the downstream stages); the
     # run time goes to the manifest.
     storage.write_json(storage.join(out_dir, STATS), stats)
     # The counters and the files written must tell the same story, and nothing may go missing.
-    kept_written = sum(v for k, v in written.items() if k.startswith("kept/"))
-    rejected_written = sum(v for k, v in written.items() if not k.startswith("kept/"))
-    problems = []
-    if not stats["invariant"]["holds"]:
-        problems.append(f"read {stats['read']} != accounted {stats['invariant']['accounted']}")
-    if kept_written != stats["kept"]:
-        problems.append(f"docs shards hold {kept_written} documents, counters say {stats['kept']}")
-    if rejected_written != stats["dropped_total"] + stats["dead_letter_total"]:
-        problems.append(f"rejected shards hold {rejected_written} records, counters say otherwise")
+    problems = accounting_problems(stats, written)
     try:
         if problems:
             raise StageFailed("corpus accounting failed, no manifest written: " + "; ".join(problems))
@@ -309,6 +229,7 @@ def run_corpus(
             "kept": stats["kept"],
             "dropped": stats["dropped_total"],
             "dead_letter": stats["dead_letter_total"],
+            "lost": lost_summary(stats),
         },
         outputs=[{k: s[k] for k in ("file", "records", "bytes", "sha256")} for s in summaries]
         + [

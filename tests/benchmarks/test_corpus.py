@@ -57,7 +57,7 @@ def test_in_memory_dedup_finds_planted_copies(sample_docs):
     copy_records = [
         {
             "source": "news2016zh",
-            "id": f"news2016zh:{c['news_id']}",
+            "id": f"news2016zh:{bench.PLANTED}:{c['news_id']}",
             "title": "",
             "text": c["content"],
             "markup": "plain",

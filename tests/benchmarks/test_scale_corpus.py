@@ -109,7 +109,7 @@ def test_files_parse_with_the_real_readers_and_ids_are_unique(small):
     # copy 0 in the news file is the sample's text unchanged, one sentence a line
     news = {r["id"]: r["text"] for r in records if r["source"] == "news2016zh"}
     text0 = "\n".join(sc.sample_articles(ARTICLES)[1][1])
-    assert news["news2016zh:scale-0000-00001"] == text0
+    assert news[f"news2016zh:{sc.NEWS_FILE}:scale-0000-00001"] == text0
 
 
 def test_streaming_dump_writer_writes_what_write_dump_writes(tmp_path):

@@ -1,13 +1,27 @@
-"""Error records: what a reader yields for what it cannot read (the corpus stage's dead letter)."""
+"""Error records: what a reader yields for what it cannot read (the corpus stage's dead letter).
+
+Damaged input (a cut download, a bad disk) loses records that were never read. Their dead letters
+say how much was lost, in a `lost` field:
+
+    {"file": KIND:NAME, "records": n, "estimated": bool, "bytes": b, "rest_unknown": bool}
+
+`records`: how many records the dead letter stands for; the stage counts it n times in `read` and in
+`dead_letter`, so a damaged file counts against --max-dead-letter-fraction by what it lost, not as
+one error. Exact where the records are known (a multistream dump with its index: one dead letter per
+page of a damaged stream, with its id and title, `records` 1); otherwise `estimated`: the compressed
+bytes lost times the records per compressed byte read before in that work item, at least 1.
+`bytes`: compressed bytes that could not be read. `rest_unknown`: the file ends early, so what
+followed is not in it and cannot be counted.
+"""
 
 from __future__ import annotations
 
 import zlib
 
+from pipelines.corpus.readers.ids import file_key
+
 # A damaged file: bad gzip/bz2 headers or CRCs (OSError), a stream that ends early (EOFError), corrupt
-# deflate data (zlib.error). It becomes ONE dead letter naming the file and where reading stopped
-# (what was read before is kept): a raw dump is big and often partly broken, and the share of dead
-# letters (--max-dead-letter-fraction) decides whether the corpus is published.
+# deflate data (zlib.error).
 STREAM_ERRORS = (OSError, EOFError, zlib.error)
 RAW_EXCERPT = 500
 
@@ -24,6 +38,68 @@ def error_record(item: dict, where: str, error: str, detail: str, raw: bytes | s
         "detail": detail[:300],
         "raw": raw[:RAW_EXCERPT],
     }
+
+
+def lost_record(
+    item: dict,
+    where: str,
+    error: str,
+    detail: str,
+    *,
+    records: int,
+    estimated: bool,
+    nbytes: int,
+    rest_unknown: bool = False,
+    doc_id: str | None = None,
+    title: str = "",
+) -> dict:
+    """The dead letter of records lost to damaged input (module docstring)."""
+    rec = error_record(item, where, error, detail)
+    rec["lost"] = {
+        "file": file_key(item),
+        "records": records,
+        "estimated": estimated,
+        "bytes": nbytes,
+        "rest_unknown": rest_unknown,
+    }
+    if doc_id is not None:
+        rec["id"], rec["title"] = doc_id, title
+    return rec
+
+
+def estimate(nbytes: int, records: int, read_bytes: int) -> int:
+    """Records in `nbytes` compressed bytes, at the rate of `records` in `read_bytes`: at least 1."""
+    if records <= 0 or read_bytes <= 0:
+        return 1
+    return max(1, round(nbytes * records / read_bytes))
+
+
+def rest_lost(item: dict, where: str, err: BaseException, records: int, done: int, end: int) -> dict:
+    """The dead letter of the rest of a work item that stopped at `err`: `records` records were
+    yielded, from the first `done` bytes of the file (from the item's start; bytes after them gave no
+    record), the item ends at byte `end`. A damaged stream cannot be resumed: the bytes from `done`
+    to `end` are lost, and the records they held estimated at the rate of those read. A file that
+    ends early (EOFError) also lost a rest that is not in it (`rest_unknown`)."""
+    nbytes = max(0, end - (item.get("start", 0) + done))
+    n = estimate(nbytes, records, done)
+    if records == 0:
+        what = f"{nbytes} bytes lost, at least 1 record (none was read to estimate from)"
+    elif nbytes == 0:
+        what = "at least 1 record lost"
+    else:
+        what = f"{nbytes} bytes lost, about {n} records at the rate of the {records} read"
+    if isinstance(err, EOFError):
+        what += "; the file ends early: what followed is not in it"
+    return lost_record(
+        item,
+        where,
+        stream_error(err),
+        f"{type(err).__name__}: {err}; {what}",
+        records=n,
+        estimated=True,
+        nbytes=nbytes,
+        rest_unknown=isinstance(err, EOFError),
+    )
 
 
 def stream_error(err: BaseException) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pipelines.corpus.readers.errors import error_record
+from pipelines.corpus.readers.ids import native_id
 from pipelines.documents import UnreadableFile
 
 
@@ -15,15 +16,17 @@ def read_peoples_daily(item: dict) -> Iterator[dict]:
     path = item["path"] or None
     try:
         for doc in read_articles(path):
-            yield _peoples_daily_record(doc)
+            yield _peoples_daily_record(item, doc)
     except UnreadableFile as err:
         yield error_record(item, path or "", "corrupt_input", str(err))
 
 
-def _peoples_daily_record(doc: dict) -> dict:
+def _peoples_daily_record(item: dict, doc: dict) -> dict:
+    """An article -> its raw record; its id (readers/ids.py) keeps the article number of
+    pipelines.peoples_daily (`199801-NNNNN`, in file order) after the file's name."""
     return {
         "source": "peoples-daily",
-        "id": doc["id"],
+        "id": native_id(item, doc["id"].split(":", 1)[1]),
         "title": doc["title"],
         "url": "",
         "text": "\n".join(doc["sentences"]),

@@ -3,7 +3,7 @@
 (`bounded_lines`).
 
 A zhwiki dump with a multistream index becomes ranges of whole bz2 streams (`wiki_streams_per_range`
-streams of 100 pages each); an uncompressed JSON-lines file becomes ranges of `jsonl_range_bytes`;
+streams of 100 pages each, with the pages the index lists in each); an uncompressed JSON-lines file becomes ranges of `jsonl_range_bytes`;
 anything else stays one item (one file per worker).
 """
 
@@ -26,20 +26,46 @@ def compression(path: str) -> str | None:
     return "bz2" if name.endswith(".bz2") else "gz" if name.endswith(".gz") else None
 
 
-def iter_index_offsets(index_path: str) -> Iterator[int]:
-    """Distinct stream offsets of a multistream index (`offset:pageid:title` lines), in file order."""
+def _index_lines(index_path: str) -> Iterator[bytes]:
     raw = storage.open_read(index_path)
     stream = bz2.BZ2File(raw) if compression(index_path) == "bz2" else raw
-    last = None
     with stream:
-        for line in stream:
-            head = line.split(b":", 1)[0]
-            if not head.strip():
-                continue
-            offset = int(head)
-            if offset != last:
-                yield offset
-                last = offset
+        yield from stream
+
+
+def iter_index_streams(index_path: str) -> Iterator[tuple[int, int]]:
+    """(offset, pages) of every stream a multistream index (`offset:pageid:title` lines) lists, in
+    file order."""
+    last, n = None, 0
+    for line in _index_lines(index_path):
+        head = line.split(b":", 1)[0]
+        if not head.strip():
+            continue
+        offset = int(head)
+        if offset != last:
+            if last is not None:
+                yield last, n
+            last, n = offset, 0
+        n += 1
+    if last is not None:
+        yield last, n
+
+
+def index_pages(index_path: str, offsets: set[int]) -> dict[int, list[tuple[str, str]]]:
+    """(page id, title) of every page the index lists in the streams at `offsets`, in index order
+    (read when streams are damaged: their pages are known by id)."""
+    found: dict[int, list[tuple[str, str]]] = {}
+    last = max(offsets, default=-1)
+    for line in _index_lines(index_path):
+        parts = line.rstrip(b"\r\n").decode("utf-8", errors="replace").split(":", 2)
+        if len(parts) < 2 or not parts[0].strip():
+            continue
+        offset = int(parts[0])
+        if offset > last:
+            break
+        if offset in offsets:
+            found.setdefault(offset, []).append((parts[1], parts[2] if len(parts) > 2 else ""))
+    return found
 
 
 # A JSON-lines file is cut into at least this many ranges (each >= MIN_RANGE_BYTES): records are
@@ -67,32 +93,34 @@ def split_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
 
 
 def _split_multistream(item: dict, opts: CorpusOptions) -> Iterator[dict]:
-    """Ranges of `wiki_streams_per_range` consecutive bz2 streams. The header stream (siteinfo) before
-    the first indexed offset holds no page and is skipped; the last range runs to the end of the file
-    (it includes the closing `</mediawiki>` stream)."""
+    """Ranges of `wiki_streams_per_range` consecutive bz2 streams, each with `streams`: [offset, pages
+    the index lists] of its streams (readers/wiki.py accounts for every listed page). The header
+    stream (siteinfo) before the first indexed offset holds no page and is skipped; the last range
+    runs to the end of the file (it includes the closing `</mediawiki>` stream)."""
     try:
-        offsets = iter_index_offsets(item["index"])
-        start, n = None, 0
-        for offset in offsets:
-            if start is None:
-                start = offset
-            elif n == opts.wiki_streams_per_range:
-                yield {**item, "start": start, "end": offset}
-                start, n = offset, 0
-            n += 1
-        if start is None:
+        ranges, streams = [], []
+        for offset, pages in iter_index_streams(item["index"]):
+            if len(streams) == opts.wiki_streams_per_range:
+                ranges.append(streams)
+                streams = []
+            streams.append([offset, pages])
+        if not streams:
             raise ValueError("index has no offsets")
-        yield {**item, "start": start, "end": item["size"]}
+        ranges.append(streams)
     except (OSError, EOFError, ValueError) as err:
         # An unreadable index costs parallelism, not data: read the whole dump in one piece.
         yield {**item, "index": None, "index_error": f"{type(err).__name__}: {err}"}
+        return
+    for i, streams in enumerate(ranges):
+        end = ranges[i + 1][0][0] if i + 1 < len(ranges) else item["size"]
+        yield {**item, "start": streams[0][0], "end": end, "streams": streams}
 
 
 class _Range(io.RawIOBase):
-    """A read-only view of bytes [start, end) of a binary file."""
+    """A read-only view of bytes [start, end) of a binary file; `done`: bytes read from it so far."""
 
     def __init__(self, f, start: int, end: int | None):
-        self.f, self.left = f, (None if end is None else end - start)
+        self.f, self.left, self.done = f, (None if end is None else end - start), 0
         f.seek(start)
 
     def readable(self):
@@ -106,21 +134,32 @@ class _Range(io.RawIOBase):
         b[: len(data)] = data
         if self.left is not None:
             self.left -= len(data)
+        self.done += len(data)
         return len(data)
 
 
 class _Decompressed(io.RawIOBase):
     """Decompressed bytes of a work item's byte range; closing it closes the underlying file (the
-    bz2/gzip readers leave a file object they were given open)."""
+    bz2/gzip readers leave a file object they were given open). `done()`: the bytes of the file
+    handed to the decompressor so far, from the range's start (where a damage was met, to within the
+    decompressor's read size: 8 KiB for bz2, 128 KiB for gzip)."""
 
     def __init__(self, item: dict):
         self.raw = storage.open_read(item["path"])
-        view = io.BufferedReader(_Range(self.raw, item.get("start", 0), item.get("end")), buffer_size=CHUNK)
+        self.view = _Range(self.raw, item.get("start", 0), item.get("end"))
         kind = compression(item["path"])
+        # BZ2File reads concatenated streams transparently; the decompressors buffer their input
+        # themselves, so the view is theirs unbuffered and `done` is what they took
         self.stream = (
-            bz2.BZ2File(view) if kind == "bz2" else gzip.GzipFile(fileobj=view) if kind == "gz" else view
+            bz2.BZ2File(self.view)
+            if kind == "bz2"
+            else gzip.GzipFile(fileobj=self.view)
+            if kind == "gz"
+            else io.BufferedReader(self.view, buffer_size=CHUNK)
         )
-        # BZ2File reads concatenated streams (multistream dumps) transparently
+
+    def done(self) -> int:
+        return self.view.done
 
     def readable(self):
         return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pipelines.corpus.options import CorpusOptions
-from pipelines.corpus.readers.errors import STREAM_ERRORS, error_record, stream_error
+from pipelines.corpus.readers.errors import STREAM_ERRORS, error_record, rest_lost
 from pipelines.corpus.readers.ranges import bounded_lines, open_decompressed
 from pipelines.documents import content_id
 
@@ -14,7 +14,8 @@ def read_text(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     """One sentence per line, a blank line between documents. A document with an undecodable line
     or over `max_record_bytes` is one dead letter; ids hash the content (no native id)."""
     lines: list[str] = []
-    size, bad, first_line, lineno = 0, None, 0, 0
+    size, bad, first_line, lineno, records, done = 0, None, 0, 0, 0, 0
+    stream = None
 
     def flush():
         where = f"{item['path']}:{first_line}"
@@ -32,11 +33,14 @@ def read_text(item: dict, opts: CorpusOptions) -> Iterator[dict]:
         }
 
     try:
-        with open_decompressed(item) as stream:
+        stream = open_decompressed(item)
+        with stream:
             for _, raw in bounded_lines(stream, 0, None, opts.max_record_bytes):
                 lineno += 1
                 if raw is not None and not raw.strip():
                     if lines or bad:
+                        # bytes of the file behind the documents read: the rate a loss is estimated at
+                        records, done = records + 1, stream.done()
                         yield flush()
                     lines, size, bad = [], 0, None
                     continue
@@ -55,6 +59,6 @@ def read_text(item: dict, opts: CorpusOptions) -> Iterator[dict]:
             if lines or bad:
                 yield flush()
     except STREAM_ERRORS as err:
-        yield error_record(
-            item, f"{item['path']}:{lineno}", stream_error(err), f"{type(err).__name__}: {err}"
-        )
+        # a damaged .gz/.bz2 cannot be resumed: the rest of the file (the document being read
+        # included) is lost, counted by its bytes
+        yield rest_lost(item, f"{item['path']}:{lineno}", err, records, done, item.get("size") or done)

@@ -63,7 +63,11 @@ def test_fsspec_url_sources_are_read(tmp_path):
         for part in sources.split_work(item, opts)
         for r in sources.read_work(part, opts)
     ]
-    assert ids == ["zhwiki:1", "zhwiki:2", "news2016zh:7"]
+    assert ids == [
+        "zhwiki:zhwiki-1-pages-articles.xml.bz2:1",
+        "zhwiki:zhwiki-1-pages-articles.xml.bz2:2",
+        "news2016zh:news.json.bz2:7",
+    ]
     with storage.open_write("memory://corpus-test/out/x.bin") as f:
         f.write(b"x")
     assert storage.exists("memory://corpus-test/out/x.bin")

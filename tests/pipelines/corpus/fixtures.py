@@ -143,3 +143,27 @@ def _read_all(items, opts=OPTS):
     return [
         r for item in items for part in sources.split_work(item, opts) for r in sources.read_work(part, opts)
     ]
+
+
+# --- a 500-page multistream dump of real articles, to damage ------------------------------------------------
+
+DUMP = "zhwiki-20261101-pages-articles-multistream.xml.bz2"
+NAME = f"zhwiki:{DUMP}"  # its records' id prefix, and its key in stats.json `files`
+PAGES, PER_STREAM = 500, 50  # 10 page streams, between the header and the footer stream
+ALL_IDS = [f"{NAME}:{1000 + i}" for i in range(PAGES)]
+
+
+def write_wiki(folder: str, articles: list[dict]) -> str:
+    """The dump of `articles` (PAGES of them, page ids from 1000) with its index, in `folder`."""
+    pages = [
+        page_xml(1000 + i, a["title"] or f"条目{i}", article_wikitext(a["title"], a["sentences"]))
+        for i, a in enumerate(articles)
+    ]
+    dump = os.path.join(folder, DUMP)
+    write_dump(dump, pages, multistream=True, per_stream=PER_STREAM)
+    return dump
+
+
+def stream_ids(k: int) -> list[str]:
+    """Ids of the pages of page stream k (1..10) of `write_wiki`'s dump."""
+    return ALL_IDS[(k - 1) * PER_STREAM : k * PER_STREAM]

@@ -38,7 +38,8 @@ def test_read_sources_spreads_multistream_ranges(tmp_path):
     opts = OPTS.replace(wiki_streams_per_range=1)
     with BeamTestPipeline(argv=ARGS) as p:
         ids = p | cp.ReadSources(plan_sources([f"zhwiki:{dump}"]), opts) | beam.Map(lambda r: r["id"])
-        assert_that(ids, equal_to([f"zhwiki:{i}" for i in range(1, 251)]))
+        name = "zhwiki:zhwiki-1-pages-articles-multistream.xml.bz2"
+        assert_that(ids, equal_to([f"{name}:{i}" for i in range(1, 251)]))
 
 
 def test_clean_documents_tags_outputs_and_dead_letters_failures(tmp_path):

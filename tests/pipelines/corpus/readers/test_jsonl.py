@@ -16,7 +16,7 @@ def test_jsonl_formats_and_broken_lines(tmp_path):
         raw_lines=[b"", b'{"id": "1", "title": ', b'{"id": "2", "text": "\xff"}', b'{"id": "3"}', b"[1, 2]"],
     )
     recs = _read_all(sources.plan_sources([f"wiki2019zh:{path}"]))
-    assert recs[0]["id"] == "wiki2019zh:53" and recs[0]["text"] == "\n经济学是一门学科。"
+    assert recs[0]["id"] == "wiki2019zh:wiki.json:53" and recs[0]["text"] == "\n经济学是一门学科。"
     assert [r["error"] for r in recs[1:]] == [
         "malformed_json",
         "invalid_utf8",
@@ -47,4 +47,8 @@ def test_oversized_json_line_is_skipped(tmp_path):
         ],
     )
     recs = _read_all(sources.plan_sources([f"news2016zh:{path}"]), OPTS.replace(max_record_bytes=10_000))
-    assert [r.get("id") or r["error"] for r in recs] == ["news2016zh:a", "record_too_large", "news2016zh:c"]
+    assert [r.get("id") or r["error"] for r in recs] == [
+        "news2016zh:news.json:a",
+        "record_too_large",
+        "news2016zh:news.json:c",
+    ]

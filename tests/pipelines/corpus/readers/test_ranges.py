@@ -20,7 +20,7 @@ def test_multistream_split_into_ranges_reads_every_page_once(tmp_path):
     assert ranges[0]["start"] > 0 and ranges[-1]["end"] == os.path.getsize(dump)
     assert all(a["end"] == b["start"] for a, b in zip(ranges, ranges[1:]))
     ids = [r["id"] for part in ranges for r in sources.read_work(part, opts)]
-    assert ids == [f"zhwiki:{i}" for i in range(1, 451)]
+    assert ids == [f"zhwiki:zhwiki-20261101-pages-articles-multistream.xml.bz2:{i}" for i in range(1, 451)]
     # the same pages as reading the file in one piece
     whole = [r["id"] for r in sources.read_work({**item, "index": None}, opts)]
     assert whole == ids
@@ -43,7 +43,7 @@ def test_jsonl_byte_ranges_read_every_line_exactly_once(tmp_path):
     write_jsonl(path, records)
     for step in (1, 7, 100, 1000, 10**9):
         recs = _read_all(sources.plan_sources([f"news2016zh:{path}"]), OPTS.replace(jsonl_range_bytes=step))
-        assert [r["id"] for r in recs] == [f"news2016zh:n{i}" for i in range(300)], step
+        assert [r["id"] for r in recs] == [f"news2016zh:news.json:n{i}" for i in range(300)], step
 
 
 def test_jsonl_files_are_cut_into_enough_ranges():

@@ -24,9 +24,9 @@ def test_wiki_page_fields_and_dump_format(tmp_path):
     )
     recs = _read_all(sources.plan_sources([f"zhwiki:{dump}"]))
     assert [(r["id"], r["ns"], r["redirect"]) for r in recs] == [
-        ("zhwiki:7", 0, False),
-        ("zhwiki:8", 0, True),
-        ("zhwiki:9", 1, False),
+        ("zhwiki:zhwiki-1-pages-articles.xml.bz2:7", 0, False),
+        ("zhwiki:zhwiki-1-pages-articles.xml.bz2:8", 0, True),
+        ("zhwiki:zhwiki-1-pages-articles.xml.bz2:9", 1, False),
     ]
     assert recs[0]["text"] == "'''北京'''是首都。" and recs[0]["title"] == "北京"
     assert recs[0]["url"] == "https://zh.wikipedia.org/wiki?curid=7"
@@ -56,7 +56,8 @@ def test_oversized_page_skipped_without_buffering(tmp_path):
         ],
     )
     recs = _read_all(sources.plan_sources([f"zhwiki:{dump}"]), OPTS.replace(max_record_bytes=100_000))
-    assert [r.get("id") or r["error"] for r in recs] == ["zhwiki:1", "record_too_large", "zhwiki:3"]
+    name = "zhwiki:zhwiki-1-pages-articles.xml.bz2"
+    assert [r.get("id") or r["error"] for r in recs] == [f"{name}:1", "record_too_large", f"{name}:3"]
 
 
 def test_invalid_utf8_page_is_a_dead_letter(tmp_path):
@@ -67,7 +68,8 @@ def test_invalid_utf8_page_is_a_dead_letter(tmp_path):
     with open(dump, "wb") as f:
         f.write(bz2.compress(HEADER.encode() + xml.replace(b"BAD", b"\xff\xfe") + FOOTER.encode()))
     recs = _read_all(sources.plan_sources([f"zhwiki:{dump}"]))
-    assert [r.get("id") or r["error"] for r in recs] == ["zhwiki:1", "invalid_utf8", "zhwiki:3"]
+    name = "zhwiki:zhwiki-1-pages-articles.xml.bz2"
+    assert [r.get("id") or r["error"] for r in recs] == [f"{name}:1", "invalid_utf8", f"{name}:3"]
 
 
 GENSIM_EXCERPT = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -126,7 +128,11 @@ def test_reader_on_the_real_enwiki_excerpt_gensim_ships(tmp_path):
     raw = bz2.open(local).read()
     assert len(recs) == raw.count(b"<page>") == 206
     assert not [r for r in recs if "error" in r]
-    assert recs[0]["redirect"] and recs[1]["title"] == "Anarchism" and recs[1]["id"] == "zhwiki:12"
+    assert (
+        recs[0]["redirect"]
+        and recs[1]["title"] == "Anarchism"
+        and recs[1]["id"] == "zhwiki:enwiki-latest-pages-articles1.xml.bz2:12"
+    )
     assert sum(r["ns"] != 0 for r in recs) == 1
     # and through the whole pipeline: real wikitext cleans without a dead letter, every page accounted
     import json

