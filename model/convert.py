@@ -46,7 +46,7 @@ from model.classifiers import AlbertForSequenceClassification, AlbertForTokenCla
 from model.config import AlbertConfig
 from pipelines.core import storage
 from pipelines.core.errors import UserError
-from pipelines.outdir import check_apart, claim
+from pipelines.outdir import check_apart, claim, scope
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -296,6 +296,7 @@ def parse_spm(path: str, proto: bytes):
     return sp
 
 
+@scope()  # the lock of --out (claim) is held until the export ends
 def export_hf(
     ckpt_dir: str | Path, out_dir: str | Path, force: bool = False, eval_reports: list[str] | None = None
 ) -> str:

@@ -46,7 +46,7 @@ from model.convert import (
 )
 from pipelines.core import storage
 from pipelines.core.errors import UserError
-from pipelines.outdir import check_apart, claim
+from pipelines.outdir import check_apart, claim, scope
 
 # Not weights: optimizer slots (google's LAMB/AdamW write adam_m / adam_v; tf.train.AdamOptimizer
 # writes Adam / Adam_1), step counters, loss-scale state, TF2's object graph.
@@ -185,6 +185,7 @@ def expected_shapes(config: AlbertConfig) -> dict[str, torch.Size]:
     return {k: v.shape for k, v in model.state_dict().items()}
 
 
+@scope()  # the lock of --out (claim) is held until the import ends
 def import_tf_checkpoint(
     tf_checkpoint: str | Path,
     config_path: str | Path,
@@ -275,6 +276,7 @@ def write_tf_checkpoint(state: dict[str, torch.Tensor], config: AlbertConfig, pr
     return str(prefix)
 
 
+@scope()  # the lock of --out (claim) is held until the export ends
 def export_tf(ckpt_dir: str | Path, out_dir: str | Path, force: bool = False) -> str:
     """Checkpoint folder -> model.ckpt.{index,data-*}, checkpoint, albert_config.json (+ spm.model) and
     checksums.json (last). out_dir may be a URL: the files are written locally and uploaded. The

@@ -61,7 +61,7 @@ from model.train_inputs import (
 )
 from model.train_loop import Cadence, DivergenceGuard, StopRequest, TrainClock
 from model.train_state import DataPosition, ModelState, OptimizerState, Progress, RNGState
-from pipelines.core import storage
+from pipelines.core import lock, storage
 from pipelines.core.errors import UserError
 
 
@@ -435,6 +435,7 @@ class Trainer:
         return metrics
 
 
+@lock.scope()  # the run folder's lock (claim_run_folder) is held until the run ends
 def train(cfg: TrainConfig) -> dict:
     """Build, resume if possible, train, save. Returns a summary (step, final checkpoint, counters)."""
     trainer = Trainer(cfg)

@@ -292,6 +292,14 @@ class ObjectLock(Lock):
             with contextlib.suppress(Exception):  # left behind: taken over at its lease's end
                 self.objects.delete_if(self.path, token)
 
+    def __del__(self):
+        # Garbage collection runs in whatever thread allocates at the time, an event loop's included
+        # (gcsfs's): never block it on a request. The release goes to a thread of its own.
+        if getattr(self, "token", None) is None:
+            return
+        with contextlib.suppress(Exception):  # at interpreter shutdown: _release_all has run
+            threading.Thread(target=self.release, daemon=True, name=f"release {self.path}").start()
+
 
 def _renew_loop(ref: weakref.ref, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
