@@ -95,7 +95,6 @@ def claim(
     `legacy`: names of files or folders that only this stage writes, which mark a folder it wrote before
     markers existed (e.g. a run folder's "train_config.json", "checkpoints"). `inputs`: (how the user
     names it, path) of everything the command reads; --out must stay apart from each (check_apart)."""
-    check_apart(out_dir, inputs)
     _check_path(out_dir)
     found = owner(out_dir, legacy)
     if storage.isfile(out_dir):
@@ -104,6 +103,7 @@ def claim(
         raise UserError(
             f"--out {out_dir} holds the output of `albert {found}`; give `albert {stage}` its own --out"
         )
+    check_apart(out_dir, inputs)
     if found is None and not force:
         names = sorted(n for n in storage.listdir(out_dir) if n != lock.NAME)
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
