@@ -25,9 +25,7 @@ import pytest
 
 from flows.common import stream_process
 from model import checkpoint as ckpt
-from tests.model.train_fixtures import instances_dir, model_config_file  # noqa: F401 (fixtures)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.model.train_fixtures import ROOT, finished, instances_dir, model_config_file, start_group  # noqa: F401 (fixtures)
 
 
 class Stopped(BaseException):
@@ -122,15 +120,7 @@ def flow_process(params: dict, home: str) -> subprocess.Popen:
         PYTHONUNBUFFERED="1",
         OMP_NUM_THREADS="1",  # bit-exact reruns
     )
-    return subprocess.Popen(
-        [sys.executable, "-c", FLOW, json.dumps(params)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    return start_group([sys.executable, "-c", FLOW, json.dumps(params)], env, stderr=subprocess.STDOUT)
 
 
 def flow_params(instances: str, config: str, root: str) -> dict:
@@ -147,12 +137,6 @@ def flow_params(instances: str, config: str, root: str) -> dict:
         device="cpu",
         extra_args=["--num-workers", "1", "--shuffle-window", "64", "--eval-batches", "2"],
     )
-
-
-def finished(proc: subprocess.Popen) -> str:
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out[-5000:]
-    return out
 
 
 def final_weights(root: str) -> bytes:

@@ -19,21 +19,11 @@ import psutil
 import pytest
 
 from model import checkpoint as ckpt
-from tests.model.train_fixtures import cli_args
+from tests.model.train_fixtures import ROOT, cli_args, finished, start_group, stoppable
 from tests.trainer_hooks import launcher
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 20
-EXTRA = (
-    "--steps",
-    str(STEPS),
-    "--save-every",
-    "1000",
-    "--num-workers",
-    "1",
-    "--set",
-    "hidden_dropout_prob=0.1",
-)
+EXTRA = stoppable(STEPS)
 PAUSE_AT = 6  # every rank pauses after step 6 (logged) until a signal reaches it, or for PAUSES[sender]
 # A rank that gets no signal sleeps its pause out: rank 0 when rank 1 alone is signalled.
 PAUSES = {"agent-group": 120.0, "rank-1-alone": 15.0}
@@ -51,27 +41,13 @@ def torchrun(args: list[str], hooks: tuple[str, ...] = ("-m", "flows.cli")) -> s
         *args,
     ]
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    return start_group(cmd, env, stderr=subprocess.STDOUT)
 
 
 def final_weights(run_dir: str) -> bytes:
     path = ckpt.latest(run_dir)
     assert path.endswith(f"step-{STEPS}"), path
     return open(os.path.join(path, "model.safetensors"), "rb").read()
-
-
-def finished(proc: subprocess.Popen) -> str:
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out[-5000:]
-    return out
 
 
 @pytest.fixture(scope="module")

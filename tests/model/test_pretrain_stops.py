@@ -26,38 +26,18 @@ import pytest
 
 from model import checkpoint as ckpt
 from tests.cli import albert
-from tests.model.train_fixtures import cli_args
+from tests.model.train_fixtures import ROOT, cli_args, start_group, stoppable
 from tests.trainer_hooks import launcher
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}  # one thread: bit-exact reruns
 STEPS = 40
-# Dropout on, a loader worker process, no checkpoint before the stop: a resume must restore the RNG and
-# the data position, and any checkpoint there is the one the stop wrote.
-EXTRA = (
-    "--steps",
-    str(STEPS),
-    "--save-every",
-    "1000",
-    "--num-workers",
-    "1",
-    "--set",
-    "hidden_dropout_prob=0.1",
-)
+EXTRA = stoppable(STEPS)
 PAUSE_AT = 6  # the run pauses after step 6 (logged: --log-every 2) until a signal arrives
 
 
 def start(args: list[str], entry: tuple[str, ...] = ("-m", "flows.cli")) -> subprocess.Popen:
     """`albert ARGS` in its own process group (as Prefect and torchrun start it)."""
-    return subprocess.Popen(
-        [sys.executable, *entry, *args],
-        cwd=ROOT,
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    return start_group([sys.executable, *entry, *args], ENV)
 
 
 def wait_for_step(proc: subprocess.Popen, run_dir: str, step: int, timeout: float = 240) -> None:

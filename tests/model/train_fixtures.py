@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -146,3 +147,39 @@ def perturbed_copy(src: str, dst: str) -> str:
     }
     save_file(state, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
     return dst
+
+
+# ------------------------------------------------------------------------ runs stopped by a signal
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def stoppable(steps: int) -> tuple[str, ...]:
+    """Trainer options of a run to stop: dropout on, a loader worker process, no checkpoint before the
+    stop (a resume must restore the RNG and the data position, and any checkpoint there is the one the
+    stop wrote)."""
+    return (
+        "--steps",
+        str(steps),
+        "--save-every",
+        "1000",
+        "--num-workers",
+        "1",
+        "--set",
+        "hidden_dropout_prob=0.1",
+    )
+
+
+def start_group(cmd: list[str], env: dict, stderr=subprocess.PIPE) -> subprocess.Popen:
+    """`cmd` from the repository root in its own process group (as Prefect and torchrun start one),
+    its output piped (stderr=subprocess.STDOUT: merged)."""
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
+    )
+
+
+def finished(proc: subprocess.Popen) -> str:
+    """The merged output of a process that must end with exit 0."""
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-5000:]
+    return out
