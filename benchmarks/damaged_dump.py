@@ -19,7 +19,7 @@ import os
 import shutil
 
 from pipelines.core.errors import StageFailed
-from pipelines.corpus.dumps import article_wikitext, cut, damage_stream, index_path, page_xml, write_dump
+from pipelines.corpus.dumps import article_pages, cut, damage_stream, index_path, write_dump
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION
 from pipelines.corpus.stage import run_corpus
 
@@ -39,12 +39,8 @@ def write_clean_dump(folder: str) -> str:
     from pipelines.peoples_daily import read_articles
 
     arts = [a for a in read_articles(limit=700) if sum(len(s) for s in a["sentences"]) > 200][:PAGES]
-    pages = [
-        page_xml(1000 + i, a["title"] or f"条目{i}", article_wikitext(a["title"], a["sentences"]))
-        for i, a in enumerate(arts)
-    ]
     path = os.path.join(folder, DUMP)
-    write_dump(path, pages, multistream=True, per_stream=PER_STREAM)
+    write_dump(path, article_pages(arts, 1000), multistream=True, per_stream=PER_STREAM)
     return path
 
 

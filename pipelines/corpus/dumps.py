@@ -87,6 +87,14 @@ def article_wikitext(title: str, sentences: list[str]) -> str:
     )
 
 
+def article_pages(articles: list[dict], first_id: int = 1000) -> list[str]:
+    """`<page>` elements of articles ({title, sentences}), page ids from `first_id`."""
+    return [
+        page_xml(first_id + i, a["title"] or f"条目{i}", article_wikitext(a["title"], a["sentences"]))
+        for i, a in enumerate(articles)
+    ]
+
+
 def index_path(dump_path: str) -> str:
     """The multistream index beside a dump, named as Wikimedia names it."""
     name = storage.basename(dump_path).replace("multistream", "multistream-index").replace(".xml", ".txt")

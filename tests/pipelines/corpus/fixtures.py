@@ -9,7 +9,7 @@ import json
 import os
 
 from pipelines.corpus import sources
-from pipelines.corpus.dumps import FOOTER, HEADER, article_wikitext, page_xml, write_dump  # noqa: F401
+from pipelines.corpus.dumps import FOOTER, HEADER, article_pages, article_wikitext, page_xml, write_dump  # noqa: F401
 from pipelines.corpus.options import CorpusOptions
 
 
@@ -155,12 +155,8 @@ ALL_IDS = [f"{NAME}:{1000 + i}" for i in range(PAGES)]
 
 def write_wiki(folder: str, articles: list[dict]) -> str:
     """The dump of `articles` (PAGES of them, page ids from 1000) with its index, in `folder`."""
-    pages = [
-        page_xml(1000 + i, a["title"] or f"条目{i}", article_wikitext(a["title"], a["sentences"]))
-        for i, a in enumerate(articles)
-    ]
     dump = os.path.join(folder, DUMP)
-    write_dump(dump, pages, multistream=True, per_stream=PER_STREAM)
+    write_dump(dump, article_pages(articles, 1000), multistream=True, per_stream=PER_STREAM)
     return dump
 
 
