@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 
-from pipelines.core.errors import StageFailed
+from core.errors import StageFailed
 from pipelines.corpus.dumps import article_pages, cut, damage_stream, index_path, write_dump
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION
 from pipelines.corpus.stage import run_corpus

@@ -83,10 +83,10 @@ def _child_core(spec: dict) -> dict:
     dupe index."""
     from collections import Counter
 
+    from core.tokenizer import Tokenizer
     from pipelines.documents import corpus_files, read_jsonl_documents
     from pipelines.instance_builder import build_group, encode_group, prepare_document
     from pipelines.instances.grouping import Grouper
-    from pipelines.tokenizer import Tokenizer
 
     config = _instance_config(spec)
     files = [list(read_jsonl_documents(p)) for p in corpus_files(spec["corpus"])]
@@ -115,7 +115,7 @@ def _child_reference(spec: dict) -> dict:
     import tensorflow  # noqa: F401  (imported before timing, like Beam for ours)
 
     from benchmarks.reference_generator import ReferenceConfig, generate, read_text
-    from pipelines.tokenizer import Tokenizer
+    from core.tokenizer import Tokenizer
 
     config = ReferenceConfig(
         max_seq_length=spec["max_seq_length"],

@@ -42,7 +42,7 @@ import time
 
 from benchmarks.instance_runs import run_child
 from benchmarks.report import add_json_argument, report
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 REFERENCE_DOCS = 800
 DUPE_FACTORS = (1, 10)
@@ -73,7 +73,7 @@ def repeat_documents(docs: list[dict], times: int) -> list[dict]:
 
 def write_corpus(out_dir: str, docs: list[dict], shards: int = 2) -> str:
     """A corpus-stage folder: `docs-0000k-of-0000n.jsonl.gz` shards (contiguous runs) + manifest."""
-    from pipelines.core.manifest import write_manifest
+    from core.manifest import write_manifest
 
     os.makedirs(out_dir, exist_ok=True)
     per = -(-len(docs) // shards)
@@ -115,7 +115,7 @@ def run_instances_bench(
     """Run the benchmark; returns every figure (see `format_table`). Every configuration runs at each
     of `dupe_factors`, side by side in the same run. `documents` limits the sample (for quick runs);
     `max_predictions` defaults to the full 15% budget, round(0.15 * max_seq_length)."""
-    from pipelines.tokenizer import Tokenizer
+    from core.tokenizer import Tokenizer
     from pipelines.vocab import VocabConfig, train_vocab, write_vocab
 
     if set(modes) - {"zh", "sp"} or workers < 1:

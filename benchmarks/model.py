@@ -31,9 +31,9 @@ from typing import Any
 import torch
 
 from benchmarks.report import add_json_argument, module_main, report
+from core.errors import UserError
 from model.albert import AlbertForPreTraining, model_flops_per_token
 from model.config import AlbertConfig, load_config
-from pipelines.core.errors import UserError
 
 # Dense (no sparsity) peak TFLOP/s per device: bf16/fp16 tensor cores, and plain fp32.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {

@@ -33,8 +33,8 @@ from typing import Literal
 
 import numpy as np
 
-from pipelines.schema import CLS_PIECE, MASK_PIECE, SEP_PIECE
-from pipelines.tokenizer import Tokenizer, is_cjk_char, normalize
+from core.schema import CLS_PIECE, MASK_PIECE, SEP_PIECE
+from core.tokenizer import Tokenizer, is_cjk_char, normalize
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 
 def add_json_argument(parser: argparse.ArgumentParser) -> None:

@@ -37,8 +37,8 @@ from dataclasses import asdict
 from benchmarks.proctree import run_measured
 from benchmarks.report import add_json_argument, module_main, write_json
 from benchmarks.scale_corpus import near_dup_scores, write_scale_corpus
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 
 STAGES = ("corpus", "vocab", "instances")
 # The demo's options (flows/demo.py, flows/repretrain.py): realistic, and fast enough to repeat.

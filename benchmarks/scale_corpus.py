@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from benchmarks.corpus import _cleaned_shingles, _sample_records, edit_text
-from pipelines.core.errors import UserError
+from core.errors import UserError
 from pipelines.corpus import minhash
 from pipelines.corpus.dumps import MultistreamWriter, article_wikitext, news2016zh_line, page_xml
 from pipelines.corpus.options import CorpusOptions

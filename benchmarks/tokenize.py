@@ -32,8 +32,8 @@ def _timed(fn, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.tokenizer import Tokenizer
     from pipelines.peoples_daily import read_articles
-    from pipelines.tokenizer import Tokenizer
     from pipelines.vocab import VocabConfig, train_vocab
 
     p = argparse.ArgumentParser(prog="albert bench tokenize", description=__doc__.splitlines()[0])

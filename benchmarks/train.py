@@ -39,8 +39,8 @@ def write_synthetic(
     out: str, num: int, L: int, P: int, vocab: int = 21128, files: int = 4, seed: int = 0
 ) -> str:
     """`num` random instances in the schema (train split in `files` files, a small eval split) + manifest."""
-    from pipelines.core.manifest import write_manifest
-    from pipelines.core.tfrecord import frame_record
+    from core.manifest import write_manifest
+    from core.tfrecord import frame_record
     from pipelines.tfexample import encode_examples
 
     rng = np.random.default_rng(seed)
@@ -99,8 +99,8 @@ def bench_tf_loader(instances: str, batch_size: int, min_seconds: float = 3.0) -
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
+    from core.schema import tf_parse_spec
     from model.data import find_instances
-    from pipelines.schema import tf_parse_spec
 
     data = find_instances(instances, "train")
     spec = tf_parse_spec(data.max_seq_length, data.max_predictions)

@@ -15,10 +15,10 @@ from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.tasks import exponential_backoff
 
+from core import storage
 from flows.common import RESULTS, retry_transient, stage_flow, stage_key, stage_task
 from flows.params import Runner
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
-from pipelines.core import storage
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (docs/architecture.md)
 

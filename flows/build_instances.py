@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from prefect.artifacts import create_table_artifact
 
+from core import storage
 from flows.common import output_hashes, stage_flow, stage_key, stage_options_and_rest, stage_task
 from flows.params import Runner, WholeWord
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
-from pipelines.core import storage
 
 if TYPE_CHECKING:
     from pipelines.instances import InstancesOptions

@@ -11,7 +11,7 @@ A module that sets `PASSES_BEAM_ARGS = True` receives the options it does not de
 Modules are imported only when their subcommand runs, so `albert vocab` never pays for torch or
 Prefect, and a missing optional dependency only affects the command that needs it.
 Bad arguments and expected failures (`UserError`) print one line, never a traceback; so does an OS
-error met during the work (a full disk, a read-only file system: pipelines.core.oserrors), also when
+error met during the work (a full disk, a read-only file system: core.oserrors), also when
 a library hands it on wrapped in another exception. SIGTERM (how Prefect cancels a run and how
 Kubernetes or a spot VM stops one) raises `Interrupted` in the main thread, so that the command's
 clean-up runs; it prints one line and exits 143 (130 for Ctrl-C). A command that can keep its work
@@ -27,8 +27,8 @@ import signal
 import sys
 import threading
 
-from pipelines.core import lock, oserrors
-from pipelines.core.errors import Interrupted, StageFailed, UserError
+from core import lock, oserrors
+from core.errors import Interrupted, StageFailed, UserError
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {

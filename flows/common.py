@@ -30,9 +30,9 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext, TaskRunContext
 
-from pipelines.core import config_cli, storage
-from pipelines.core.errors import UserError
-from pipelines.core.manifest import MANIFEST, read_manifest
+from core import config_cli, storage
+from core.errors import UserError
+from core.manifest import MANIFEST, read_manifest
 
 KEY_CHARS = 16
 T = TypeVar("T")

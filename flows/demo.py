@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from pipelines.core import storage
+from core import storage
 
 DEFAULT_OUT = "out/demo"
 
@@ -202,7 +202,7 @@ DEMO_FILES = ("prefect-home", "registry")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.outdir import claim
+    from core.outdir import claim
 
     claim(args.out, "demo", force=args.force, legacy=DEMO_FILES)  # before Prefect writes its database there
     where = _prefect_env(args.out)

@@ -25,9 +25,9 @@ import re
 import typing
 from typing import Any
 
+from core.errors import UserError
 from flows.deployments import Spec, apply, base_job_template, ensure_pools, serve_deployments
 from flows.stage import DEFAULT_ROOT
-from pipelines.core.errors import UserError
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_FILE = os.path.join(REPO_ROOT, "infra", "prefect.yaml")
@@ -65,7 +65,7 @@ def resolve(obj: Any, env: dict[str, str] | None = None) -> Any:
 def load_file(path: str = DEFAULT_FILE) -> dict:
     import yaml
 
-    from pipelines.core import storage
+    from core import storage
 
     if not storage.isfile(path):
         raise UserError(f"{path} not found (pass --prefect-file)")

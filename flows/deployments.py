@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 
 @dataclass
@@ -37,7 +37,7 @@ def base_job_template(pool: dict, infra_dir: str) -> dict:
     """The pool's base job template: its own file, or Prefect's default for the pool type (read from
     the metadata Prefect ships, so it works offline)."""
     if pool.get("base_job_template"):
-        from pipelines.core import storage
+        from core import storage
 
         return storage.read_json(storage.join(infra_dir, pool["base_job_template"]))
     if pool["type"] == "process":

@@ -19,11 +19,11 @@ import math
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
+from core import storage
+from core.errors import UserError
 from flows.common import logger, stage_flow, stage_key, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
 from model.samples import Baselines, EvalSample
-from pipelines.core import storage
-from pipelines.core.errors import UserError
 
 
 @stage_task(

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
+from core import storage
 from flows.common import logger, stage_key, stage_options, stage_task
 from flows.stage import stage_dir
-from pipelines.core import storage
 
 if TYPE_CHECKING:
     from model.finetune import FinetuneOptions

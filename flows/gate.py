@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import UserError
 from flows.gate_report import format_p, vs_label
 from model.samples import Baselines, DownstreamSample, EvalSample
 from model.stats import (
@@ -43,7 +44,6 @@ from model.stats import (
     paired_ratio_difference,
     wilson,
 )
-from pipelines.core.errors import UserError
 
 PRIMARY = "mlm_loss"
 SECONDARY = ("sop_accuracy", "downstream_accuracy")

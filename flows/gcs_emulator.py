@@ -5,10 +5,10 @@
         create_bucket(host, "factory")
         ...                                   # gs://factory/... now works in this process and its children
 
-gcsfs (pipelines.core.storage) and google-cloud-storage (the registry) both find the emulator through
+gcsfs (core.storage) and google-cloud-storage (the registry) both find the emulator through
 STORAGE_EMULATOR_HOST and use no credentials. Two things an emulator does not do: enforce
 `ifGenerationMatch` preconditions (the registry's compare-and-swap keeps its own tests against a strict
-fake), and answer gcsfs's gRPC bucket-type probe (pipelines.core.storage skips it when the variable is set).
+fake), and answer gcsfs's gRPC bucket-type probe (core.storage skips it when the variable is set).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 HOST = "127.0.0.1"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from pipelines.core import storage
-from pipelines.core.manifest import MANIFEST, code_version, package_versions
+from core import storage
+from core.manifest import MANIFEST, code_version, package_versions
 
 PACKAGES = ("albert-factory", "torch", "apache-beam", "prefect", "sentencepiece", "safetensors", "numpy")
 """The distributions whose versions a lineage records."""

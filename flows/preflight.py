@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from core import storage
+from core.errors import UserError
 from flows.common import stage_options
 from flows.params import PRESETS
-from pipelines.core import storage
-from pipelines.core.errors import UserError
 
 
 def stage_args_problem(command: str, cls: type, argv: Sequence[str], **known: Any) -> str | None:

@@ -33,6 +33,8 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from core import config_cli, storage
+from core.errors import UserError
 from flows import preflight
 from flows.common import (
     STOP_GRACE_S,
@@ -49,8 +51,6 @@ from flows.common import (
 from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from model.train_config import TrainConfig, train_argv
-from pipelines.core import config_cli, storage
-from pipelines.core.errors import UserError
 
 # Options added after run folders existed: at their default they stay out of the key, so existing runs
 # keep their folder (and resume there).
@@ -163,7 +163,7 @@ def training_summary(run_dir: str) -> dict:
 def write_run_manifest(
     run_dir: str, instances_dir: str, options: dict, checkpoint: str, summary: dict
 ) -> dict:
-    from pipelines.core.manifest import write_manifest
+    from core.manifest import write_manifest
 
     ckpt_sums = storage.read_json(storage.join(checkpoint, "checksums.json"))
     return write_manifest(

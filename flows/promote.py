@@ -29,6 +29,8 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from core import lock, storage
+from core.errors import UserError
 from flows.common import flow_run_id, logger, stage_flow
 from flows.evaluate import (
     baseline_cache_dir,
@@ -45,8 +47,6 @@ from flows.promotion import gate_and_promote
 from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
 from flows.stage import DEFAULT_ROOT
 from model.samples import DownstreamSample
-from pipelines.core import lock, storage
-from pipelines.core.errors import UserError
 
 DEFAULT_REGISTRY = f"{DEFAULT_ROOT}/registry"
 

@@ -31,9 +31,9 @@ import logging
 import re
 from typing import Any
 
+from core import lock, oserrors, storage
+from core.errors import UserError
 from flows.stores import PromotionConflict, open_store
-from pipelines.core import lock, oserrors, storage
-from pipelines.core.errors import UserError
 
 _log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Registry:
     def check_writable(self, what: str = "registry") -> None:
         """Refuse a root that cannot hold a registry (a file, unwritable, another stage's output folder)
         before anything is read or written. `what`: how the caller names the root (e.g. "--registry")."""
-        from pipelines import outdir
+        from core import outdir
 
         storage.check_writable_folder(self.root, what)
         stage = outdir.owner(self.root)
@@ -106,7 +106,7 @@ class Registry:
             )
 
     def hold(self, what: str = "registry") -> lock.Lock:
-        """check_writable, then take this model's lock (pipelines.core.lock: <root>/<model>/.albert-lock),
+        """check_writable, then take this model's lock (core.lock: <root>/<model>/.albert-lock),
         held until the caller's scope ends: one promotion, rollback or repair of a model at a time. A
         second one is refused in one line naming the holder; the pointer's compare-and-swap stays, for
         writers that do not lock (gate_and_promote called directly)."""

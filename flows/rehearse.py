@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 BUCKET = "albert-rehearsal"
 SCHEDULE = "weekly-zhwiki-base"
@@ -80,7 +80,7 @@ def section(title: str) -> None:
 def write_dumps(dumps: str, articles: int) -> dict:
     """The weekly run's inputs, in the formats it reads, from the bundled sample: the first articles as
     a zhwiki multistream dump (with its index), the next as news2016zh JSON lines."""
-    from pipelines.core.storage import join, write_text
+    from core.storage import join, write_text
     from pipelines.corpus.dumps import article_wikitext, news2016zh_line, page_xml, write_dump
     from pipelines.peoples_daily import read_articles
 
@@ -239,10 +239,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from core import storage
     from flows.demo import summarize
     from flows.gcs_emulator import create_bucket, local_gcs
     from flows.server import local_server
-    from pipelines.core import storage
 
     started = time.time()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core import storage
 from flows import preflight
 from flows.build_corpus import DEFAULT_SOURCES, build_corpus
 from flows.build_instances import build_instances
@@ -35,7 +36,6 @@ from flows.registry import DEFAULT_MODEL, Registry
 from flows.stage import DEFAULT_ROOT
 from flows.train_vocab import train_vocab
 from model.train_config import TrainConfig
-from pipelines.core import storage
 
 
 @stage_flow("repretrain")

@@ -13,7 +13,7 @@ one given). Its working directory is that folder and every inherited PREFECT_* v
 no profile, `.env`, `prefect.toml` or PREFECT_API_URL of the caller leaks into it and it writes nothing
 elsewhere. It yields once GET /api/health answers; on exit the process group gets SIGTERM, then SIGKILL
 after a grace period. A server that exits or does not answer within `startup_timeout` raises
-`pipelines.core.errors.UserError` with the tail of its log (`<home>/server.log` unless `log_path` is given).
+`core.errors.UserError` with the tail of its log (`<home>/server.log` unless `log_path` is given).
 
 Fast scheduling (`scheduler_loop_seconds=S`) sets, for the server process:
 
@@ -67,7 +67,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 HOST = "127.0.0.1"
 STOP_GRACE_SECONDS = 15.0

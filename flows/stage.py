@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core import storage
+from core.manifest import read_manifest
 from flows.common import is_complete, logger, stage_result
-from pipelines.core import storage
-from pipelines.core.manifest import read_manifest
 
 DEFAULT_ROOT = "out/factory"
 """The storage root of every flow that is given none: stage folders, runs, evaluations, the registry."""

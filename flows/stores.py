@@ -9,8 +9,8 @@ A store reads and writes whole small objects under one root:
 token None means "the object does not exist" (write_if then creates it exclusively). Locally the
 compare-and-swap is a `flock` around read-compare-write-temp-`os.replace`; on GCS an upload with
 `if_generation_match=<generation read>` (the server refuses it when anyone wrote in between), and on
-other URLs a read-compare-write under a lock of this process: pipelines.core.storage.cas, which the
-folder locks of pipelines.core.lock use too.
+other URLs a read-compare-write under a lock of this process: core.storage.cas, which the
+folder locks of core.lock use too.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from pipelines.core import storage
-from pipelines.core.storage.cas import FsspecObjects, GCSObjects
+from core import storage
+from core.storage.cas import FsspecObjects, GCSObjects
 
 _log = logging.getLogger(__name__)
 

@@ -308,7 +308,7 @@ class PreTrainingOutput:
 class AlbertForPreTraining(AlbertPreTrainedModel):
     """ALBERT with the MLM head (at masked positions only) and the sentence-order head.
 
-    Argument names follow the TFRecord schema (pipelines/schema.py): pass input_mask as attention_mask,
+    Argument names follow the TFRecord schema (core/schema.py): pass input_mask as attention_mask,
     segment_ids as token_type_ids, next_sentence_labels as sentence_order_label.
     """
 

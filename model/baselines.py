@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.core import storage
+from core import storage
 
 log = logging.getLogger(__name__)
 

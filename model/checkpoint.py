@@ -13,7 +13,7 @@ A checkpoint folder holds
 `save_state` writes a run's state dict (model/train_state.py: one `state_dict()` per stateful part)
 into these files, and `Loaded.state(rank)` gives the same dict back, for one rank.
 
-It is written with pipelines.core.storage.staged_folder: locally into a hidden temporary folder next to
+It is written with core.storage.staged_folder: locally into a hidden temporary folder next to
 its final place, renamed when complete; on an object store (gs://, s3://), which has no folder rename,
 staged in a local temporary folder, then uploaded file by file, checksums.json last. Tensors are
 written straight to their files and loaded from them (model.checksums): a checkpoint is never held
@@ -34,6 +34,10 @@ from functools import partial
 
 import torch
 
+from core import oserrors, storage
+
+# Where a run keeps its checkpoints (torch-free, so that pipelines find them too).
+from core.run_folders import checkpoints_dir, is_run_folder, list_steps, step_dir
 from model.checksums import Content, read_tensors, write_local
 from model.convert import (
     CHECKSUMS_NAME,
@@ -46,10 +50,6 @@ from model.convert import (
     read_checksums,
     verify_file,
 )
-from pipelines.core import oserrors, storage
-
-# Where a run keeps its checkpoints (torch-free, so that pipelines find them too).
-from pipelines.core.run_folders import checkpoints_dir, is_run_folder, list_steps, step_dir
 
 log = logging.getLogger(__name__)
 

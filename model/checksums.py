@@ -19,8 +19,8 @@ import json
 import os
 from collections.abc import Callable
 
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 
 # A file's content: its bytes (small files), or a function that writes it at the local path it is
 # given (safetensors.torch.save_file with its tensors bound: the file is never built in memory).

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 Sharing = Literal["all", "attention", "ffn", "none"]
 SHARING_MODES: tuple[str, ...] = ("all", "attention", "ffn", "none")
@@ -308,7 +308,7 @@ class AlbertConfig:
 
         "auto" takes a file with `model_type` or `architectures` as transformers', anything else as Google's.
         """
-        from pipelines.core import storage
+        from core import storage
 
         path = str(path)
         if not storage.isfile(path):
@@ -327,7 +327,7 @@ class AlbertConfig:
             raise ConfigError(f"config {path}: {err}") from None
 
     def to_json_file(self, path: str | Path, format: Literal["hf", "google"] = "hf") -> None:
-        from pipelines.core import storage
+        from core import storage
 
         data = self.to_hf_dict() if format == "hf" else self.to_google_dict()
         storage.write_text(str(path), json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -375,7 +375,7 @@ def load_config(spec: str | Path) -> AlbertConfig:
     text = str(spec)
     if text.replace("-", "_").lower() in PRESETS:
         return AlbertConfig.from_preset(text)
-    from pipelines.core import storage
+    from core import storage
 
     if storage.isfile(text):
         return AlbertConfig.from_json_file(text)

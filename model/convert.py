@@ -29,6 +29,9 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from core import storage
+from core.errors import UserError
+from core.outdir import check_apart, claim, scope
 from model.albert import SHARED_SUBMODULES, AlbertForPreTraining, AlbertModel, AlbertPreTrainedModel
 from model.checksums import (
     CHECKSUMS_NAME,
@@ -44,9 +47,6 @@ from model.checksums import (
 )
 from model.classifiers import AlbertForSequenceClassification, AlbertForTokenClassification
 from model.config import AlbertConfig
-from pipelines.core import storage
-from pipelines.core.errors import UserError
-from pipelines.outdir import check_apart, claim, scope
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -304,7 +304,7 @@ def export_hf(
     tokenizer files (model.hf_tokenizer) when the checkpoint has spm.model, a model card (README.md,
     model.model_card, with the metrics of `eval_reports`) and checksums.json. Either folder may be a
     local path or a URL. Everything is read, verified and converted before `out_dir` is claimed
-    (pipelines.outdir: new, empty, an earlier export, or --force) and written, so a bad checkpoint or
+    (core.outdir: new, empty, an earlier export, or --force) and written, so a bad checkpoint or
     report leaves no output behind. Files get the umask's mode (group-readable under the usual 022)."""
     from safetensors.torch import save_file
 

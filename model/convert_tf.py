@@ -33,6 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core import storage
+from core.errors import UserError
+from core.outdir import check_apart, claim, scope
 from model.albert import AlbertForPreTraining
 from model.checksums import CHECKSUMS_NAME, checksums_json, read_checksums, verify_file
 from model.config import AlbertConfig
@@ -44,9 +47,6 @@ from model.convert import (
     save_pretrained,
     to_hf_state_dict,
 )
-from pipelines.core import storage
-from pipelines.core.errors import UserError
-from pipelines.outdir import check_apart, claim, scope
 
 # Not weights: optimizer slots (google's LAMB/AdamW write adam_m / adam_v; tf.train.AdamOptimizer
 # writes Adam / Adam_1), step counters, loss-scale state, TF2's object graph.
@@ -196,7 +196,7 @@ def import_tf_checkpoint(
     """TF checkpoint + albert_config.json -> checkpoint folder (with checksums.json). Returns the
     folder. Every path may be a URL: a remote TF checkpoint is downloaded to a temporary folder first
     (TensorFlow's reader opens local files). Everything is read and checked before `out_dir` is
-    claimed (pipelines.outdir: new, empty, an earlier import, or --force) and written."""
+    claimed (core.outdir: new, empty, an earlier import, or --force) and written."""
     source, out = str(tf_checkpoint), str(out_dir)
     folder = source if storage.isdir(source) else storage.dirname(source)
     read = [

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 
 def resolve_device(name: str) -> torch.device:

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -38,14 +38,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from core import config_cli, storage
+from core.config_cli import opt
+from core.errors import UserError
 from model.baselines import DEFAULT_RECORDS, train_label_counts
 from model.convert import SPM_NAME, parse_spm
 from model.reports import check_report_out, write_report
 from model.samples import Baselines, EvalSample
 from model.stats import wilson
-from pipelines.core import config_cli, storage
-from pipelines.core.config_cli import opt
-from pipelines.core.errors import UserError
 
 
 @dataclass

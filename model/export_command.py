@@ -3,7 +3,7 @@
     albert export --checkpoint DIR --format hf|tf --out DIR [--force] [--eval REPORT.json ...]
 
 It reads and verifies the checkpoint completely before it touches --out, which must be new, empty or
-an earlier export (pipelines.outdir; --force takes another folder over). An export never writes into,
+an earlier export (core.outdir; --force takes another folder over). An export never writes into,
 inside or around the checkpoint it reads.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

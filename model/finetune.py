@@ -19,13 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core import config_cli, storage
+from core.config_cli import opt, section
+from core.errors import UserError
 from model.finetune_data import TASKS, Encoder, Example, read_examples
 from model.finetune_train import FinetuneConfig, metrics, paired_difference, predict, train_classifier
 from model.reports import check_report_out, write_report
 from model.samples import DownstreamSample
-from pipelines.core import config_cli, storage
-from pipelines.core.config_cli import opt, section
-from pipelines.core.errors import UserError
 
 
 @dataclass

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class Encoder:
     """Text -> ids with the checkpoint's SentencePiece model, [CLS] a [SEP] (b [SEP]) layout."""
 
     def __init__(self, spm_path: str, max_seq_length: int):
-        from pipelines.tokenizer import Tokenizer
+        from core.tokenizer import Tokenizer
 
         if not storage.isfile(spm_path):
             raise UserError(

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.config_cli import opt
 from model.finetune_data import collate
 from model.stats import paired_proportion_difference, wilson
-from pipelines.core.config_cli import opt
 
 
 def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:

@@ -3,7 +3,7 @@
     albert import --tf-checkpoint PREFIX --config albert_config.json --out DIR [--spm-model FILE] [--force]
 
 It reads and verifies its inputs completely before it touches --out, which must be new, empty or an
-earlier import (pipelines.outdir; --force takes another folder over).
+earlier import (core.outdir; --force takes another folder over).
 """
 
 from __future__ import annotations

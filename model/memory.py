@@ -55,8 +55,8 @@ from dataclasses import dataclass
 
 import torch
 
+from core.errors import UserError
 from model.config import AlbertConfig
-from pipelines.core.errors import UserError
 
 GiB = 1024**3
 FP32 = 4  # bytes

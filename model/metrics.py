@@ -19,7 +19,7 @@ import time
 import types
 from dataclasses import dataclass, field
 
-from pipelines.core import storage
+from core import storage
 
 # The step metrics a train record averages over the window's finite steps (in this order).
 AVERAGED = ("loss", "mlm_loss", "sop_loss", "mlm_acc", "sop_acc", "grad_norm")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from pipelines.core import storage
+from core import storage
 
 
 def _read_json(folder: str, name: str) -> dict | None:

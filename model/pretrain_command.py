@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from core import config_cli
 from model.train_config import TrainConfig
-from pipelines.core import config_cli
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from pipelines import outdir
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import outdir, storage
+from core.errors import UserError
 
 
 def _read_report(path: str) -> dict | None:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 JSON_VERSION = 1
 

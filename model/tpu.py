@@ -19,7 +19,7 @@ recompiling every step; the loss normalisation reads `.item()` of host-side coun
 
 from __future__ import annotations
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 
 def _xla():

@@ -1,5 +1,5 @@
 """What defines a pretraining run: one typed config in sections, from which `albert pretrain`'s
-argparse, trainer.json's record and the torchrun argv are all generated (pipelines.core.config_cli).
+argparse, trainer.json's record and the torchrun argv are all generated (core.config_cli).
 
     TrainConfig(instances, out)         the two required options
       .data        DataConfig           vocabulary and reading: --vocab --shuffle-window --num-workers
@@ -26,9 +26,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.core import config_cli
-from pipelines.core.config_cli import opt, section
-from pipelines.core.errors import UserError
+from core import config_cli
+from core.config_cli import opt, section
+from core.errors import UserError
 
 
 def micro_batch(text: str) -> int | str:
@@ -193,7 +193,7 @@ class TrainConfig:
             raise UserError(
                 f"unknown --output-bias-init {self.model.output_bias_init!r}; expected unigram or zeros"
             )
-        from pipelines.outdir import check_apart
+        from core.outdir import check_apart
 
         config = self.model.model if self.model.model.endswith(".json") else None
         read = [("the input --instances", self.instances), ("the input --vocab", self.data.vocab)]

@@ -1,7 +1,7 @@
 """A pretraining run's inputs, resolved and checked before any work (docs/trust-training.md): the
 instances (a finished folder, or foreign TFRecords with --vocab), the vocabulary (the one they were
 built with: sha256 in their manifest), the token ids of the first records against it, the model config,
-the micro-batch, the run folder (pipelines.outdir: ours, new, or --force); and on resume, the
+the micro-batch, the run folder (core.outdir: ours, new, or --force); and on resume, the
 checkpoint against all of them (the same data by content, vocabulary, settings and world size).
 """
 
@@ -15,10 +15,10 @@ import json
 import numpy as np
 import torch
 
+from core import storage
+from core.errors import UserError
 from model.config import AlbertConfig
 from model.train_config import TrainConfig
-from pipelines.core import storage
-from pipelines.core.errors import UserError
 
 
 def build_model_config(cfg: TrainConfig, vocab_size: int | None, vocab: str | None = None) -> AlbertConfig:
@@ -196,9 +196,9 @@ def unigram_output_bias(model: torch.nn.Module, data, vocab_size: int, max_recor
 
 def claim_run_folder(out: str, force: bool):
     """--out must be new, empty, a run folder of ours, or taken with --force, writable, and not in use
-    by another run (pipelines.outdir.claim), before any work. Returns its lock, held until the
+    by another run (core.outdir.claim), before any work. Returns its lock, held until the
     enclosing scope ends (`albert pretrain`: the command)."""
-    from pipelines import outdir
+    from core import outdir
 
     return outdir.claim(out, "pretrain", force=force, legacy=("train_config.json", "checkpoints"))
 

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from core.errors import Interrupted, UserError
 from model.train_state import Progress
-from pipelines.core.errors import Interrupted, UserError
 
 
 class TrainingDiverged(UserError):

@@ -27,7 +27,7 @@ Outputs in runs/ID: checkpoints/step-N/ (model.checkpoint), metrics.jsonl, Tenso
 tb/, curves.png at the end, train_config.json (with the first checkpoint).
 
 Before any work the inputs are checked (model/train_inputs.py, docs/trust-training.md); then the run
-folder is claimed (pipelines.outdir: ours, new, or --force) and a write probed. A resumed run must see
+folder is claimed (core.outdir: ours, new, or --force) and a write probed. A resumed run must see
 the same data (content id), the same vocabulary and the same settings as its checkpoint.
 """
 
@@ -41,6 +41,8 @@ import sys
 
 import torch
 
+from core import lock, storage
+from core.errors import UserError
 from model import checkpoint as ckpt
 from model import distributed as distx
 from model.albert import AlbertForPreTraining
@@ -61,8 +63,6 @@ from model.train_inputs import (
 )
 from model.train_loop import Cadence, DivergenceGuard, StopRequest, TrainClock
 from model.train_state import DataPosition, ModelState, OptimizerState, Progress, RNGState
-from pipelines.core import lock, storage
-from pipelines.core.errors import UserError
 
 
 class Trainer:
@@ -85,7 +85,7 @@ class Trainer:
         self.spm_path = run_vocabulary(cfg, self.train_data)
         vocab_size = None
         if self.spm_path:
-            from pipelines.tokenizer import Tokenizer
+            from core.tokenizer import Tokenizer
 
             vocab_size = Tokenizer.load(self.spm_path).vocab_size
         self.config = build_model_config(cfg, vocab_size, self.spm_path)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import gzip
 import json
 
-from pipelines.core import storage
-from pipelines.core.errors import StageFailed
+from core import storage
+from core.errors import StageFailed
 
 
 def first_dead_letter(pattern: str, reason: str) -> str | None:

@@ -20,8 +20,8 @@ import json
 import zlib
 from collections.abc import Iterator
 
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 
 # What reading a damaged file raises: gzip/bz2 headers and CRCs (OSError), a stream that ends early
 # (EOFError), corrupt deflate data (zlib.error), a file that vanished or cannot be opened (OSError).
@@ -133,7 +133,7 @@ def read_text_documents(path: str) -> Iterator[dict]:
 
 def corpus_files(corpus_dir: str) -> list[str]:
     """The document shards of a finished corpus stage (it must have its manifest.json)."""
-    from pipelines import outdir
+    from core import outdir
 
     corpus_dir = corpus_dir.rstrip("/")
     if not storage.isdir(corpus_dir):

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipelines.core.tfrecord import frame_record
+from core.text_normalizer import TextNormalizer, count_bad_chars, normalize, normalize_many
+from core.tfrecord import frame_record
+from core.tokenizer import EncodedDoc, Tokenizer, WholeWord
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.packing import PackingConfig, assemble, plan_chunks
-from pipelines.text_normalizer import TextNormalizer, count_bad_chars, normalize, normalize_many
 from pipelines.tfexample import encode_examples
-from pipelines.tokenizer import EncodedDoc, Tokenizer, WholeWord
 
 MAX_INVALID_FRACTION = 0.1
 """A document with more undecodable characters than this is skipped as `invalid_utf8`; fewer are

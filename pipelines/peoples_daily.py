@@ -19,9 +19,9 @@ import os
 import re
 from collections.abc import Iterator
 
+from core import storage
+from core.errors import UserError
 from pipelines import documents
-from pipelines.core import storage
-from pipelines.core.errors import UserError
 from pipelines.documents import READ_ERRORS, UnreadableFile, make_document, unreadable
 from pipelines.sentences import split_sentences
 

@@ -1,4 +1,4 @@
-"""`tf.train.Example` serialisation without TensorFlow (the TFRecord framing is pipelines/core/tfrecord.py).
+"""`tf.train.Example` serialisation without TensorFlow (the TFRecord framing is core/tfrecord.py).
 
 The protobuf wire format of an Example with int64/float features is small enough to write directly,
 and doing so (a) keeps TensorFlow (4 s to import, ~1 GB) out of the Beam workers, (b) encodes whole
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipelines.schema import FEATURES
+from core.schema import FEATURES
 
 _LEN_DELIMITED = 2
 

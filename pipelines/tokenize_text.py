@@ -23,9 +23,9 @@ import io
 import logging
 import sys
 
-from pipelines.core import run_folders, storage
-from pipelines.core.errors import UserError
-from pipelines.tokenizer import Tokenizer
+from core import run_folders, storage
+from core.errors import UserError
+from core.tokenizer import Tokenizer
 
 SPM = "spm.model"
 BATCH_LINES = 4096  # lines normalized per SentencePiece call (one call per line costs ~3x more)

@@ -40,13 +40,13 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
-from pipelines import outdir
-from pipelines.core.config_cli import add_arguments as add_options
-from pipelines.core.config_cli import from_args, opt, section
-from pipelines.core.errors import StageFailed, UserError
+from core import outdir
+from core.config_cli import add_arguments as add_options
+from core.config_cli import from_args, opt, section
+from core.errors import StageFailed, UserError
+from core.schema import CONTROL_PIECES
+from core.text_normalizer import is_cjk_char, normalize
 from pipelines.normalization import rules_tsv
-from pipelines.schema import CONTROL_PIECES
-from pipelines.text_normalizer import is_cjk_char, normalize
 
 NORMALIZATIONS = ("compiled", "python")
 OUTPUTS = ("spm.model", "spm.vocab")  # written by write_vocab, before manifest.json
@@ -271,7 +271,7 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
     """Write spm.model and spm.vocab (piece<TAB>score, the format SentencePiece itself writes)."""
     import sentencepiece as spm
 
-    from pipelines.core import storage
+    from core import storage
 
     model_path = storage.join(out_dir, "spm.model")
     storage.write_bytes(model_path, proto)
@@ -289,8 +289,8 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
 def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator[str], list[str]]:
     """Sentences from a corpus folder, a text file, or (neither given) the bundled sample.
     Returns (stream of sentences, input paths for the manifest)."""
+    from core import storage
     from pipelines import documents, peoples_daily
-    from pipelines.core import storage
 
     if corpus and text:
         raise UserError("give either --corpus or --text, not both")
@@ -336,8 +336,8 @@ def run_vocab(opts: VocabOptions) -> dict:
 
     UserError before any work for bad inputs or a folder that is not ours; StageFailed when the input
     cannot be read to its end or holds no text."""
-    from pipelines.core import storage
-    from pipelines.core.manifest import MANIFEST, write_manifest
+    from core import storage
+    from core.manifest import MANIFEST, write_manifest
     from pipelines.documents import UnreadableFile
 
     config = opts.config

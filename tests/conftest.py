@@ -42,7 +42,7 @@ def vocab_dir(tmp_path_factory, sample_docs) -> str:
 
 @pytest.fixture(scope="session")
 def tokenizer(vocab_dir):
-    from pipelines.tokenizer import Tokenizer
+    from core.tokenizer import Tokenizer
 
     return Tokenizer.load(vocab_dir)
 

@@ -1,4 +1,4 @@
-"""A real process that holds a folder's lock (pipelines.core.lock), for the tests of one writer per
+"""A real process that holds a folder's lock (core.lock), for the tests of one writer per
 folder: `hold(folder)` returns once it holds it; `kill9(proc)` kills it as kill -9 does."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tests.cli import ROOT
 
 HOLD = """
 import os, sys, time
-from pipelines.core import lock
+from core import lock
 held = lock.take(sys.argv[1], sys.argv[2])
 if len(sys.argv) > 3:  # a child that outlives this process, as a loader worker can
     r, w = os.pipe()

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pipelines.core import lock
+from core import lock
 from tests.cli import ROOT, albert, tree
 from tests.lock_holder import hold, kill9
 from tests.model import train_fixtures
@@ -107,7 +107,7 @@ def test_a_command_is_refused_while_another_process_writes_its_folder(command, t
 
 
 def test_a_bucket_folder_is_locked_by_an_object_with_a_lease(bucket):
-    from pipelines.core import storage
+    from core import storage
 
     out = f"{bucket}/vocab"
     holder = hold(out, "vocab")  # this host: a lease of 120 s, renewed every 40 s

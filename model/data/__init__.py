@@ -2,7 +2,7 @@
 TensorFlow.
 
     examples.py  tf.train.Example bytes -> numpy arrays / torch tensors (vectorised over a batch)
-    records.py   TFRecord files read from a byte offset (pipelines.core.tfrecord's framing)
+    records.py   TFRecord files read from a byte offset (core.tfrecord's framing)
     folders.py   instance folders: a split's files, checked against manifest.json and the vocabulary
     stream.py    the deterministic sharded stream: batches of one rank, each with its resume Position
 """

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from pipelines.core.errors import UserError
-from pipelines.schema import FEATURES
+from core.errors import UserError
+from core.schema import FEATURES
 
 # Features the trainer needs (token_boundary is not decoded) and the names the model takes them by.
 TORCH_NAMES: dict[str, str] = {
@@ -287,7 +287,7 @@ def parse_examples(
 ) -> dict[str, np.ndarray]:
     """Parse serialised tf.train.Examples into {name: (B, length) array} (int64 or float32).
 
-    `lengths` gives the fixed length of each wanted feature (pipelines.schema.feature_lengths); only
+    `lengths` gives the fixed length of each wanted feature (core.schema.feature_lengths); only
     `names` (default: all of `lengths`) are decoded. Raises RecordError on a missing feature, a wrong
     kind or a wrong length, naming the record."""
     names = tuple(lengths) if names is None else tuple(names)

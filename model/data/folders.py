@@ -8,11 +8,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from core import storage
+from core.errors import UserError
+from core.schema import feature_lengths
 from model.data.examples import RecordError, infer_lengths
 from model.data.records import iter_records
-from pipelines.core import storage
-from pipelines.core.errors import UserError
-from pipelines.schema import feature_lengths
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,9 @@ def _instances_manifest(folder: str) -> dict | None:
 
 def _refuse_unfinished(folder: str) -> None:
     """Refuse a folder that one of our stages started to write and did not finish: its marker
-    (pipelines.outdir) names a stage, or the instance stage's stats.json / skipped-* files are there, but
+    (core.outdir) names a stage, or the instance stage's stats.json / skipped-* files are there, but
     manifest.json (written last) is not. Its TFRecords are a part of the data, whatever their names."""
-    from pipelines import outdir
+    from core import outdir
 
     entries = storage.listdir(folder)
     if "manifest.json" in entries:

@@ -1,14 +1,14 @@
 """TFRecord files read from a byte offset, in large chunks, with the offset of each next record (what
-a stream's saved position points at). The framing and its masked CRC32C are pipelines.core.tfrecord's;
+a stream's saved position points at). The framing and its masked CRC32C are core.tfrecord's;
 this reader adds streaming and errors that name the file and byte."""
 
 from __future__ import annotations
 
 import struct
 
+from core import storage
+from core.tfrecord import masked_crc
 from model.data.examples import RecordError
-from pipelines.core import storage
-from pipelines.core.tfrecord import masked_crc
 
 _HEADER = struct.Struct("<QI")  # length, masked CRC32C of the length
 _FOOTER = struct.Struct("<I")  # masked CRC32C of the data

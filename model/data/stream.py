@@ -34,10 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.errors import UserError
 from model.data.examples import TORCH_NAMES, RecordError, parse_examples, to_torch
 from model.data.folders import InstanceFiles
 from model.data.records import iter_records
-from pipelines.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from apache_beam.metrics.metric import MetricsFilter
 
-from pipelines.core import storage
-from pipelines.core.errors import StageFailed
+from core import storage
+from core.errors import StageFailed
 from pipelines.corpus.dedup import NS
 from pipelines.corpus.finalize import natural_key
 from pipelines.deadletter import check_dead_letters

@@ -16,8 +16,8 @@ import json
 import types
 from dataclasses import dataclass
 
-from pipelines.core.config_cli import add_arguments as add_options
-from pipelines.core.config_cli import from_args, opt, section
+from core.config_cli import add_arguments as add_options
+from core.config_cli import from_args, opt, section
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.sources import SOURCE_KINDS
 

@@ -16,7 +16,7 @@ import bz2
 import json
 from xml.sax.saxutils import escape, quoteattr
 
-from pipelines.core import storage
+from core import storage
 
 HEADER = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:schemaLocation="http://www.mediawiki.org/xml/export-0.10/ http://www.mediawiki.org/xml/export-0.10.xsd" version="0.10" xml:lang="zh">
   <siteinfo>

@@ -28,7 +28,7 @@ import apache_beam as beam
 import xxhash
 from apache_beam.metrics import Metrics
 
-from pipelines.core import storage
+from core import storage
 from pipelines.corpus import clean
 from pipelines.corpus.dedup import NS
 from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pipelines.core.config_cli import opt
-from pipelines.core.errors import UserError
+from core.config_cli import opt
+from core.errors import UserError
 
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
 

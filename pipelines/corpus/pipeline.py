@@ -22,7 +22,7 @@ import json
 
 import apache_beam as beam
 
-from pipelines.core import storage
+from core import storage
 from pipelines.corpus import clean
 from pipelines.corpus.dedup import Deduplicate
 from pipelines.corpus.finalize import (

@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.ids import file_names
 from pipelines.corpus.readers.jsonl import read_jsonl

@@ -30,7 +30,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 
-from pipelines.core import storage
+from core import storage
 
 SPILL_DIR = "spill"
 PIECES_DIR = "pieces"

@@ -14,10 +14,10 @@ import time
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-from pipelines import outdir
-from pipelines.core import beam_run, malloc, storage
-from pipelines.core.errors import StageFailed, UserError
-from pipelines.core.manifest import MANIFEST, write_manifest
+from core import outdir, storage
+from core.errors import StageFailed, UserError
+from core.manifest import MANIFEST, write_manifest
+from pipelines import beam_run, malloc
 from pipelines.corpus.accounting import (
     accounting_problems,
     add_lost_ids,
@@ -76,7 +76,7 @@ def beam_flags(runner: str, extra: list[str], staging_dir: str | None = None) ->
     names = _flag_names(flags)
     flags += ["--runner", runner]
     if runner in ("DirectRunner", "direct"):
-        malloc.limit_arenas()  # this process and the workers it starts (pipelines/core/malloc.py)
+        malloc.limit_arenas()  # this process and the workers it starts (pipelines/malloc.py)
         if "--direct_running_mode" not in names:
             flags += ["--direct_running_mode", "multi_processing"]
         if "--direct_num_workers" not in names:
@@ -158,7 +158,7 @@ def run_corpus(
     """Build the corpus in out_dir; returns the manifest. Skips the work when out_dir already holds a
     finished corpus of the same inputs and options (unless force).
 
-    `out_dir` must be ours (pipelines.outdir.claim; force takes over a folder of other files). After
+    `out_dir` must be ours (core.outdir.claim; force takes over a folder of other files). After
     the run, StageFailed and no manifest when the accounting does not balance or the outcome is not
     usable (check_outcome)."""
     opts = opts or CorpusOptions()
@@ -189,7 +189,7 @@ def run_corpus(
 
     started = time.time()
     # A run that fails (a full disk, SIGTERM, Ctrl-C, a bug) removes its temporaries and partial
-    # shards first; an OS error is raised as such (pipelines.core.beam_run).
+    # shards first; an OS error is raised as such (pipelines.beam_run).
     with beam_run.cleaned_on_failure(out_dir, RUN_FILES):
         with beam.Pipeline(options=PipelineOptions(flags)) as p:
             build_pipeline(p, items, out_dir, opts)

@@ -1,7 +1,8 @@
-"""What Dataflow (or any remote Beam runner) workers get: a small wheel of the `pipelines` package.
+"""What Dataflow (or any remote Beam runner) workers get: a small wheel of the `core` and `pipelines`
+packages.
 
 The project's own pyproject pulls torch, TensorFlow and Prefect, which corpus workers never import;
-this wheel carries only `pipelines/` and requires only what the corpus stage imports beyond Beam
+this wheel carries only `core/` (the shared contracts) and `pipelines/` and requires only what the corpus stage imports beyond Beam
 (pinned to the versions installed here, which the project's constraints file fixes). The CLI stages it
 with `--extra_package` unless the user chose `--sdk_container_image` (infra/dataflow/Dockerfile),
 `--setup_file` or their own `--extra_package`.
@@ -15,6 +16,7 @@ import os
 import zipfile
 from importlib import metadata
 
+import core
 import pipelines
 
 DIST_NAME = "albert_pipelines"
@@ -45,17 +47,21 @@ def _record_line(path: str, data: bytes) -> str:
     return f"{path},sha256={digest},{len(data)}"
 
 
+WORKER_PACKAGES = (core, pipelines)  # pipelines imports core and nothing else of ours (test_architecture)
+
+
 def package_files() -> list[tuple[str, str]]:
-    """[(archive path, local path)] of every .py file of the `pipelines` package (and its data)."""
-    root = os.path.dirname(os.path.abspath(pipelines.__file__))
-    base = os.path.dirname(root)
+    """[(archive path, local path)] of every .py file of the worker packages (and their data)."""
     out = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".json", ".yaml")):
-                local = os.path.join(folder, name)
-                out.append((os.path.relpath(local, base).replace(os.sep, "/"), local))
+    for package in WORKER_PACKAGES:
+        root = os.path.dirname(os.path.abspath(package.__file__))
+        base = os.path.dirname(root)
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".json", ".yaml")):
+                    local = os.path.join(folder, name)
+                    out.append((os.path.relpath(local, base).replace(os.sep, "/"), local))
     return out
 
 

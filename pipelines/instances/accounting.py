@@ -10,8 +10,8 @@ it would have held cannot be counted, and instances must be built from all of th
 
 from __future__ import annotations
 
-from pipelines.core import storage
-from pipelines.core.errors import StageFailed
+from core import storage
+from core.errors import StageFailed
 from pipelines.deadletter import check_dead_letters
 from pipelines.instance_builder import InstanceConfig
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.core.config_cli import add_arguments as add_options
-from pipelines.core.config_cli import from_args
+from core.config_cli import add_arguments as add_options
+from core.config_cli import from_args
 from pipelines.instances.options import InstancesOptions
 from pipelines.instances.stage import run_instances
 

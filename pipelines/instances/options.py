@@ -1,5 +1,5 @@
 """Options of the instance stage: `InstancesOptions`, from which `albert instances` generates its
-argparse (pipelines.core.config_cli), and the InstanceConfig (what the instances hold) they describe.
+argparse (core.config_cli), and the InstanceConfig (what the instances hold) they describe.
 
 The defaults of the instance options are those of InstanceConfig, MaskingConfig and PackingConfig,
 where each value is explained; the flags keep the names they have always had (`--ngram` sets
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.core.config_cli import opt
-from pipelines.core.errors import UserError
+from core.config_cli import opt
+from core.errors import UserError
+from core.tokenizer import WHOLE_WORD_MODES
 from pipelines.instance_builder import InstanceConfig
 from pipelines.masking import MaskingConfig
 from pipelines.packing import PackingConfig
-from pipelines.tokenizer import WHOLE_WORD_MODES
 
 MAX_DEAD_LETTER_FRACTION = 0.01
 _INSTANCE, _MASKING, _PACKING = InstanceConfig(), MaskingConfig(), PackingConfig()

@@ -26,8 +26,10 @@ from collections import Counter
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from core import storage
+from core.text_normalizer import TextNormalizer
+from core.tokenizer import Tokenizer
 from pipelines import documents, peoples_daily
-from pipelines.core import storage
 from pipelines.documents import UnreadableFile
 from pipelines.instance_builder import (
     InstanceConfig,
@@ -37,8 +39,6 @@ from pipelines.instance_builder import (
     prepare_document,
 )
 from pipelines.instances.grouping import Group, Grouper
-from pipelines.text_normalizer import TextNormalizer
-from pipelines.tokenizer import Tokenizer
 
 NAMESPACE = "albert.instances"
 

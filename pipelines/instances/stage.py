@@ -15,18 +15,18 @@ from dataclasses import asdict
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import documents, outdir, peoples_daily
-from pipelines.core import beam_run, storage
-from pipelines.core.errors import StageFailed, UserError
-from pipelines.core.manifest import read_manifest, write_manifest
+from core import outdir, storage
+from core.errors import StageFailed, UserError
+from core.manifest import read_manifest, write_manifest
+from core.tokenizer import Tokenizer
+from pipelines import beam_run, documents, peoples_daily
 from pipelines.instance_builder import InstanceConfig
 from pipelines.instances.accounting import check_accounting, check_outcome, summarize
 from pipelines.instances.options import MAX_DEAD_LETTER_FRACTION, InstancesOptions
 from pipelines.instances.pipeline import CreateInstances
-from pipelines.tokenizer import Tokenizer
 
 # What a run writes, removed when it fails: the instances, the dead letter, the stats, and the hidden
-# temporary names of their writes (pipelines.core.storage.write_bytes).
+# temporary names of their writes (core.storage.write_bytes).
 RUN_FILES = ("*.tfrecord", "skipped-*.jsonl.gz", "stats.json", ".*.tfrecord.tmp-*", ".stats.json.tmp-*")
 
 
@@ -102,7 +102,7 @@ def run_pipeline(
 ) -> dict:
     """Run the pipeline and write manifest.json last. Returns the manifest.
 
-    Before any work: the vocabulary loads, `out_dir` is ours (pipelines.outdir.claim) and holds no
+    Before any work: the vocabulary loads, `out_dir` is ours (core.outdir.claim) and holds no
     finished instances of other inputs or options (unless force). After the run: StageFailed, and no
     manifest, when the accounting does not balance or the outcome is not usable (check_outcome)."""
     vocab_model = vocab_dir.rstrip("/") + "/spm.model" if not vocab_dir.endswith(".model") else vocab_dir
@@ -125,7 +125,7 @@ def run_pipeline(
     options = PipelineOptions(beam_args)
     started = time.time()
     # A run that fails (a full disk, SIGTERM, Ctrl-C, a bug) removes what it wrote first; an OS error
-    # is raised as such (pipelines.core.beam_run).
+    # is raised as such (pipelines.beam_run).
     with beam_run.cleaned_on_failure(out_dir, RUN_FILES), beam.Pipeline(options=options) as p:
         _ = (
             p

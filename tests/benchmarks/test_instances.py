@@ -14,7 +14,7 @@ from benchmarks.reference_generator import (
     tokenize_sentence,
     truncate_seq_pair,
 )
-from pipelines.schema import tf_parse_spec
+from core.schema import tf_parse_spec
 
 tf = pytest.importorskip("tensorflow")
 L, P = 64, 10
@@ -127,7 +127,7 @@ def test_bench_on_a_tiny_slice(tmp_path):
 
 def test_bench_dupe_factors_option():
     from benchmarks.instances import _dupe_factors
-    from pipelines.core.errors import UserError
+    from core.errors import UserError
 
     assert _dupe_factors("1,10") == (1, 10)
     for bad in ("", "0,10", "1,1", "a"):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchmarks.model import format_table, make_batch, peak_tflops, run_model_bench
-from pipelines.core.errors import UserError
+from core.errors import UserError
 from tests.model.tiny import tiny_config
 
 SMALL = dict(batch_size=2, seq_len=16, predictions=3, steps=2, warmup=1, inference_steps=1)

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import cli, scale
 from benchmarks.proctree import run_measured
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 MB = 2**20
 

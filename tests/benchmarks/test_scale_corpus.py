@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from benchmarks import scale_corpus as sc
-from pipelines.core.errors import UserError
+from core.errors import UserError
 from pipelines.corpus import minhash
 from pipelines.corpus.dumps import HEADER, MultistreamWriter, index_path, page_xml, write_dump
 from pipelines.corpus.options import CorpusOptions

@@ -48,7 +48,7 @@ def test_demo_on_gcs_twice_writes_only_to_the_bucket(tmp_path, bucket):
     (STORAGE_EMULATOR_HOST), twice. The first run promotes v1; the second reuses corpus, vocabulary
     (v1's), instances and production's evaluation and fine-tuning, and trains a candidate that continues
     from v1. Locally only temporary and cache folders are written."""
-    from pipelines.core import storage
+    from core import storage
 
     out = f"{bucket}/demo"
     cwd, cache, tmp = tmp_path / "cwd", tmp_path / "cache", tmp_path / "tmp"

@@ -9,8 +9,8 @@ import re
 import pytest
 import yaml
 
+from core.errors import UserError
 from flows.deploy import DEFAULT_FILE, REPO_ROOT, load_specs, resolve
-from pipelines.core.errors import UserError
 
 INFRA = os.path.join(REPO_ROOT, "infra")
 EXPECTED = {
@@ -200,6 +200,16 @@ def test_compose_file_runs_prefect_on_postgres_and_a_worker():
     assert prefect_image.split(":")[1].startswith(prefect.__version__)  # server and clients on one version
 
 
+def _product_packages() -> list[str]:
+    import tomllib
+
+    with open(os.path.join(os.path.dirname(INFRA), "pyproject.toml"), "rb") as f:
+        include = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = [p.rstrip("*") for p in include if p != "benchmarks*"]
+    assert "core" in packages and "model" in packages
+    return packages
+
+
 def test_trainer_dockerfile_installs_the_pinned_package():
     text = open(os.path.join(INFRA, "trainer", "Dockerfile"), encoding="utf-8").read()
     instructions = [
@@ -208,9 +218,10 @@ def test_trainer_dockerfile_installs_the_pinned_package():
         if line.strip() and not line.startswith("#") and not line.startswith(" ")
     ]
     assert instructions[0] in ("ARG", "FROM") and "FROM" in instructions
-    for package in ("pipelines", "model", "flows"):
+    ignore = open(os.path.join(INFRA, "trainer", "Dockerfile.dockerignore"), encoding="utf-8").read().split()
+    for package in _product_packages():  # every package the project installs, but the benchmarks
         assert re.search(rf"^COPY {package} {package}$", text, re.M), package
+        assert f"!{package}/**" in ignore, package
     assert "pip install -c constraints.txt ." in text
     assert "WORKDIR /opt/albert" in text  # where the GPU deployments' pull step cds to
-    ignore = open(os.path.join(INFRA, "trainer", "Dockerfile.dockerignore"), encoding="utf-8").read().split()
-    assert ignore[ignore.index("**") :][:1] == ["**"] and "!flows/**" in ignore
+    assert ignore[ignore.index("**") :][:1] == ["**"]

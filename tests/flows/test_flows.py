@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 from tests.flows.conftest import TINY, flow_run_logs, read_artifact
 from tests.model.train_fixtures import perturbed_copy
 
@@ -279,7 +279,7 @@ def test_pretraining_is_handed_to_a_gpu_deployment(chain, monkeypatch):
             {"name": name, "parameters": parameters, "job_variables": job_variables, "timeout": timeout}
         )
         # what the remote run leaves behind: a finished run folder
-        from pipelines.core.manifest import write_manifest
+        from core.manifest import write_manifest
 
         os.makedirs(parameters["run_dir"], exist_ok=True)
         write_manifest(

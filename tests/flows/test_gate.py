@@ -14,6 +14,7 @@ import json
 import numpy as np
 import pytest
 
+from core.errors import UserError
 from flows.gate import (
     Baselines,
     Decision,
@@ -23,7 +24,6 @@ from flows.gate import (
     decide,
 )
 from flows.gate_report import decision_table_markdown, format_p
-from pipelines.core.errors import UserError
 
 ALPHA = 0.05
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from pipelines.core import storage
+from core import storage
 from tests.flows.conftest import TINY
 
 

@@ -10,8 +10,8 @@ import typing
 import pytest
 import yaml
 
+from core.errors import UserError
 from flows.deploy import DEFAULT_FILE, REPO_ROOT
-from pipelines.core.errors import UserError
 
 INFRA = os.path.join(REPO_ROOT, "infra")
 
@@ -28,10 +28,10 @@ def _weekly_copy(tmp_path, **changes) -> str:
 
 
 def test_the_sets_of_values_match_the_stages():
+    from core.tokenizer import WHOLE_WORD_MODES
     from flows import params
     from model.config import PRESETS
     from model.finetune import TASKS
-    from pipelines.tokenizer import WHOLE_WORD_MODES
 
     assert set(typing.get_args(params.FinetuneTask)) == set(TASKS)
     assert set(params.PRESETS) == set(PRESETS)

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
+from core import storage
 from flows.pretrain import run_key
-from pipelines.core import storage
 
 FLOW_DEFAULTS = dict(
     config="tiny", steps=200, batch_size=32, micro_batch_size=None, optimizer="lamb", lr=None,

@@ -11,11 +11,11 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
 
+from core.errors import UserError
 from flows.gate import Decision
 from flows.promotion import gate_and_promote
 from flows.registry import Registry
 from flows.stores import GCSStore, LocalStore, PromotionConflict
-from pipelines.core.errors import UserError
 
 # The gate's decision is flows/gate.py's business (tests/flows/test_gate.py); here the registry acts on it.
 PROMOTE = Decision(True, ["the test says promote"])

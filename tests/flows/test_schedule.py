@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from core.errors import UserError
 from flows.deploy import REPO_ROOT
 from flows.server import (
     healthy,
@@ -30,7 +31,6 @@ from flows.server import (
     scheduler_insert_problem,
     stop_process_group,
 )
-from pipelines.core.errors import UserError
 from tests.flows.scheduled_flow import DEPLOYMENT_NAME, FLOW_NAME
 
 INTERVAL_SECONDS = 5

@@ -17,8 +17,8 @@ import stat
 
 import pytest
 
+from core.errors import UserError
 from flows.registry import BrokenVersion, Registry
-from pipelines.core.errors import UserError
 from tests.cli import Result, albert, flip_bit, tree, truncate
 from tests.model import train_fixtures
 from tests.model.train_fixtures import cli_args, perturbed_copy
@@ -475,7 +475,7 @@ def test_exported_and_registry_files_follow_the_umask(tmp_path, ckpt, instances_
 
 
 def test_a_gs_registry_refuses_a_rollback_to_a_deleted_version(bucket, tmp_path, ckpt):
-    from pipelines.core import storage
+    from core import storage
 
     root = f"{bucket}/registry"
     seed(root, ckpt)
@@ -523,7 +523,7 @@ def test_a_promotion_while_another_holds_the_registry_is_refused_and_a_killed_on
     it (exit 2) and registers nothing; once that process is killed with SIGKILL, the same command takes
     the lock over and promotes. Promoters that do not lock still meet the pointer's compare-and-swap
     (tests/flows/test_registry.py: one winner, the others conflicts)."""
-    from pipelines.core import lock
+    from core import lock
     from tests.lock_holder import hold, kill9
 
     root = str(tmp_path / "reg")

@@ -23,10 +23,10 @@ V = 8000  # larger than the test vocabulary: every id fits
 @pytest.fixture(scope="module")
 def model_checkpoint(tmp_path_factory, instances_dir):
     """A tiny untrained model with the instances' vocabulary."""
+    from core.tokenizer import Tokenizer
     from model.albert import AlbertForPreTraining
     from model.config import AlbertConfig
     from model.convert import save_pretrained
-    from pipelines.tokenizer import Tokenizer
     from tests.model.tiny import TINY_MODEL
 
     vocab = find_instances(instances_dir).vocab_model

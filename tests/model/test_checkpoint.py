@@ -192,7 +192,7 @@ def test_on_gcs_a_killed_run_resumes_from_the_bucket_to_identical_weights(
 ):
     """Instances streamed from gs://, checkpoints and logs written there; SIGKILL after step 6; the same
     command resumes from the bucket's step-4 and ends bit-identical to an uninterrupted local run."""
-    from pipelines.core import storage
+    from core import storage
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
     extra = ("--steps", "10", "--save-every", "4", "--num-workers", "1", "--set", "hidden_dropout_prob=0.1")
@@ -232,7 +232,7 @@ def test_on_gcs_a_killed_run_resumes_from_the_bucket_to_identical_weights(
 def test_on_gcs_a_step_folder_without_checksums_is_not_a_checkpoint(bucket):
     run = f"{bucket}/run"
     _fake_save(run, 1, value=1.0)
-    from pipelines.core import storage
+    from core import storage
 
     storage.write_bytes(f"{run}/checkpoints/step-2/model.safetensors", b"half written")  # a writer died
     assert ckpt.list_steps(run) == [1] and ckpt.latest(run) == f"{run}/checkpoints/step-1"

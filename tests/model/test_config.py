@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from core.errors import UserError
 from model.config import PRESETS, AlbertConfig, ConfigError, load_config
-from pipelines.core.errors import UserError
 from tests.model.tiny import tiny_config
 
 

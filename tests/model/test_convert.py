@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from core.errors import UserError
 from flows.cli import main as cli
 from model.albert import AlbertForPreTraining, AlbertModel
 from model.classifiers import AlbertForSequenceClassification
@@ -22,7 +23,6 @@ from model.convert import (
     save_pretrained,
     tied_aliases,
 )
-from pipelines.core.errors import UserError
 from tests.model.tiny import VOCAB, randomize_, tiny_config, toy_batch
 
 

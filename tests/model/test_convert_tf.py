@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from core.errors import UserError
 from flows.cli import main as cli
 from model.config import AlbertConfig
 from model.convert import load_pretrained
-from pipelines.core.errors import UserError
 from tests.model.tiny import VOCAB, tiny_config, toy_batch
 
 tf = pytest.importorskip("tensorflow")
@@ -271,10 +271,10 @@ def test_vocab_matters(tmp_path):
 def test_export_and_import_through_a_bucket(tmp_path, bucket):
     """Checkpoint folders, TF checkpoints and transformers exports on gs://: written locally and
     uploaded, downloaded and read; the round trip computes the same function."""
+    from core import storage
     from model.albert import AlbertForPreTraining
     from model.convert import export_hf, save_pretrained
     from model.convert_tf import export_tf, import_tf_checkpoint
-    from pipelines.core import storage
 
     config = tiny_config()
     torch.manual_seed(0)

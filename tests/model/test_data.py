@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from core.errors import UserError
+from core.schema import FEATURES, feature_lengths
+from core.tfrecord import frame_record
 from model.data import (
     InstanceFiles,
     InstanceStream,
@@ -22,9 +25,6 @@ from model.data import (
     make_loader,
     parse_examples,
 )
-from pipelines.core.errors import UserError
-from pipelines.core.tfrecord import frame_record
-from pipelines.schema import FEATURES, feature_lengths
 from pipelines.tfexample import encode_examples
 from tests.model.tiny import TINY_MODEL
 
@@ -74,7 +74,7 @@ def take(it, n):
 
 def test_parse_equals_tensorflow_on_our_records():
     tf = pytest.importorskip("tensorflow")
-    from pipelines.schema import tf_parse_spec
+    from core.schema import tf_parse_spec
 
     rng = np.random.default_rng(1)
     feats = random_features(rng, 20)

@@ -36,10 +36,10 @@ def split_labels(instances: str, split: str):
 def constant_checkpoint(tmp_path_factory, instances_dir):
     """A model that always predicts the most frequent train token and the majority train SOP label
     (huge output biases): its accuracies must equal the baselines exactly."""
+    from core.tokenizer import Tokenizer
     from model.albert import AlbertForPreTraining
     from model.config import AlbertConfig
     from model.convert import save_pretrained
-    from pipelines.tokenizer import Tokenizer
     from tests.model.tiny import TINY_MODEL
 
     vocab = os.path.join(find_instances(instances_dir).vocab_model)

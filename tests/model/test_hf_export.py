@@ -15,10 +15,10 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from core.tokenizer import Tokenizer  # noqa: E402
 from model.albert import AlbertForPreTraining  # noqa: E402
 from model.convert import export_hf, save_pretrained  # noqa: E402
 from pipelines.tokenize_text import tokenize_lines  # noqa: E402
-from pipelines.tokenizer import Tokenizer  # noqa: E402
 from tests.cli import albert  # noqa: E402
 from tests.model.tiny import tiny_config  # noqa: E402
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from core.errors import UserError
 from model.albert import AlbertForPreTraining
 from model.config import AlbertConfig
 from model.memory import (
@@ -18,7 +19,6 @@ from model.memory import (
     estimate_memory,
     layer_activation_bytes,
 )
-from pipelines.core.errors import UserError
 
 
 @pytest.mark.parametrize("preset", ["tiny", "base"])

@@ -9,11 +9,11 @@ import os
 import pytest
 import torch
 
+from core.errors import UserError
 from flows.cli import main as albert
 from model import checkpoint as ckpt
 from model.train_loop import TrainingDiverged
 from model.trainer import Trainer, train
-from pipelines.core.errors import UserError
 from tests.model.train_fixtures import cli_args, train_config
 from tests.trainer_hooks import inject_nan
 
@@ -25,8 +25,8 @@ def final_weights(run_dir: str) -> dict[str, torch.Tensor]:
 
 
 def test_training_learns_and_writes_every_output(tmp_path, instances_dir, model_config_file):
+    from core.tokenizer import Tokenizer
     from model.convert import load_pretrained
-    from pipelines.tokenizer import Tokenizer
 
     out = str(tmp_path / "run")
     # zeros: the loss starts at ln V and must fall; the unigram default starts near the unigram's entropy

@@ -193,7 +193,7 @@ def test_a_registry_version_is_verified_by_its_lineage(ckpt, tmp_path):
 
 
 def test_a_checkpoint_on_gcs_is_verified_and_export_refuses_its_own_folder(ckpt, bucket):
-    from pipelines.core import storage
+    from core import storage
 
     flip_bit(os.path.join(ckpt, "model.safetensors"))
     storage.put_dir(ckpt, f"{bucket}/ckpt")

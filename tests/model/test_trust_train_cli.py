@@ -281,7 +281,7 @@ def test_foreign_tfrecords_need_their_vocabulary(tmp_path, instances_dir, model_
     pretrain(glob, out, model_config_file).fails(2, glob, "without an `albert instances` manifest", "--vocab")
     # A vocabulary smaller than the ids of the records: refused before training (an IndexError before).
     r = pretrain(glob, out, model_config_file, "--vocab", vocabs["small"])
-    from pipelines.tokenizer import Tokenizer
+    from core.tokenizer import Tokenizer
 
     size = Tokenizer.load(vocabs["small"]).vocab_size
     r.fails(2, glob, "token id", os.path.join(vocabs["small"], "spm.model"), f"({size} ids)")

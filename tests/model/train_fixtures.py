@@ -22,12 +22,12 @@ def write_instances(
 ) -> str:
     """Instances of `docs` into `out` (train split in `files` files, eval split in one), + manifest
     (with the vocabulary's sha256 and the outputs' hashes, as pipelines/instances/stage.py writes them)."""
-    from pipelines.core import storage
-    from pipelines.core.manifest import write_manifest
+    from core import storage
+    from core.manifest import write_manifest
+    from core.tokenizer import Tokenizer
     from pipelines.instance_builder import InstanceConfig, build_group, prepare_document, split_of
     from pipelines.masking import MaskingConfig
     from pipelines.packing import PackingConfig
-    from pipelines.tokenizer import Tokenizer
 
     os.makedirs(out, exist_ok=True)
     tok = Tokenizer.load(vocab_dir)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.core.tfrecord import frame_record
-from pipelines.schema import FEATURES, feature_lengths, tf_parse_spec
+from core.schema import FEATURES, feature_lengths, tf_parse_spec
+from core.tfrecord import frame_record
 from pipelines.tfexample import encode_examples, encode_varints
 
 tf = pytest.importorskip("tensorflow")

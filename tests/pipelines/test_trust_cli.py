@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from pipelines.core.errors import StageFailed
+from core.errors import StageFailed
 from tests.cli import albert, flip_bit, tree, truncate
 
 SMALL = ("--max-seq-length", "64", "--max-predictions", "10")
@@ -28,7 +28,7 @@ def write_text(path, docs) -> str:
 
 def write_corpus(folder, docs) -> str:
     """A finished corpus-stage folder: one docs shard (lines may be raw strings) and its manifest."""
-    from pipelines.core.manifest import write_manifest
+    from core.manifest import write_manifest
 
     os.makedirs(folder, exist_ok=True)
     with gzip.open(os.path.join(folder, "docs-00000-of-00001.jsonl.gz"), "wt", encoding="utf-8") as f:
@@ -288,8 +288,8 @@ def test_a_failed_run_from_before_the_markers_is_still_ours(tmp_path, text, voca
 
 
 def test_a_damaged_spm_model_is_one_line(tmp_path, text, vocab):
-    from pipelines.core.errors import UserError
-    from pipelines.tokenizer import Tokenizer
+    from core.errors import UserError
+    from core.tokenizer import Tokenizer
 
     out = tmp_path / "out"
     garbage = shutil.copytree(vocab, tmp_path / "garbage")
@@ -377,7 +377,7 @@ def test_option_values_out_of_range(tmp_path, text, vocab_dir):
 
 
 def test_on_gcs_the_same_rules_hold(bucket, text, vocab):
-    from pipelines.core import storage
+    from core import storage
 
     # someone's files under a gs:// prefix: refused, untouched
     mine = f"{bucket}/mine"

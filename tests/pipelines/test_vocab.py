@@ -34,7 +34,7 @@ def test_training_is_deterministic(sample_docs):
 
 
 def test_too_small_vocabulary_is_a_clear_error(sample_docs):
-    from pipelines.core.errors import UserError
+    from core.errors import UserError
 
     sentences = [s for d in sample_docs[:60] for s in d["sentences"]]
     with pytest.raises(UserError, match="--vocab-size"):

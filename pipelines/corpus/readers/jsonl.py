@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from pipelines.core import storage
+from core import storage
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.errors import STREAM_ERRORS, error_record, rest_lost
 from pipelines.corpus.readers.ids import native_id

@@ -14,7 +14,7 @@ import gzip
 import io
 from collections.abc import Iterator
 
-from pipelines.core import storage
+from core import storage
 from pipelines.corpus.options import CorpusOptions
 
 CHUNK = 1 << 20

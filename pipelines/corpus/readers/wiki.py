@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator
 
-from pipelines.core import storage
+from core import storage
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.bz2streams import BLOCK_OUTPUT_MAX, iter_bz2
 from pipelines.corpus.readers.errors import (

@@ -64,7 +64,7 @@ def test_outputs_and_manifest_last(corpus):
     assert all(os.path.getmtime(os.path.join(corpus, n)) <= manifest_time for n in names)
     manifest = json.load(open(os.path.join(corpus, "manifest.json")))
     assert manifest["stage"] == "corpus"
-    not_outputs = ("manifest.json", ".albert-stage.json")  # the manifest itself, pipelines.outdir's marker
+    not_outputs = ("manifest.json", ".albert-stage.json")  # the manifest itself, core.outdir's marker
     assert {e["file"] for e in manifest["outputs"]} == {n for n in names if n not in not_outputs}
     assert (
         all("sha256" in e for e in manifest["inputs"]) and len(manifest["inputs"]) >= 6

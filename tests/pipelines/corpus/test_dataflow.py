@@ -172,7 +172,7 @@ def test_worker_dockerfile_matches_the_launcher():
 def test_dataflow_without_project_region_or_temp_location_is_a_user_error():
     import pytest
 
-    from pipelines.core.errors import UserError
+    from core.errors import UserError
 
     with pytest.raises(UserError, match="--project --region --temp_location"):
         beam_flags("DataflowRunner", ["--sdk_container_image", "img"])
@@ -183,7 +183,7 @@ def test_dataflow_out_must_be_a_bucket(tmp_path):
     before any work (nothing is created there)."""
     import pytest
 
-    from pipelines.core.errors import UserError
+    from core.errors import UserError
     from pipelines.corpus.stage import run_corpus
 
     out = tmp_path / "out"

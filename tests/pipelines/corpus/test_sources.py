@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 from pipelines.corpus import sources
 from tests.pipelines.corpus.fixtures import _pages, write_dump
 

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from pipelines.core.manifest import write_manifest
+from core.manifest import write_manifest
 from pipelines.instance_builder import InstanceConfig
 from pipelines.masking import MaskingConfig
 from pipelines.packing import PackingConfig

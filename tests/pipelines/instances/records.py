@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from pipelines.core.tfrecord import read_records
-from pipelines.schema import tf_parse_spec
+from core.schema import tf_parse_spec
+from core.tfrecord import read_records
 from tests.pipelines.instances.fixtures import L, P
 
 tf = pytest.importorskip("tensorflow")

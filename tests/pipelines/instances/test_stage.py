@@ -74,7 +74,7 @@ def test_dataflow_gets_the_worker_wheel_with_the_instance_stage_dependencies(tmp
     """What would be sent to Dataflow, without contacting GCP."""
     import zipfile
 
-    from pipelines.core.errors import UserError
+    from core.errors import UserError
     from pipelines.instances import beam_flags
 
     flags = beam_flags("DataflowRunner", ["--project", "p", "--region", "r", "--temp_location", "gs://b/tmp"])
@@ -82,7 +82,7 @@ def test_dataflow_gets_the_worker_wheel_with_the_instance_stage_dependencies(tmp
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         meta = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
-    assert "pipelines/instances/pipeline.py" in names and "pipelines/tokenizer.py" in names
+    assert "pipelines/instances/pipeline.py" in names and "core/tokenizer.py" in names
     assert not any(n.startswith(("model/", "flows/")) for n in names), "no torch/Prefect code on workers"
     for dep in ("sentencepiece", "rjieba", "google-crc32c"):
         assert f"Requires-Dist: {dep}==" in meta
@@ -96,7 +96,7 @@ def test_dataflow_gets_the_worker_wheel_with_the_instance_stage_dependencies(tmp
 def test_sop_label_cannot_be_read_off_the_segment_edges(gold_run, vocab_dir):
     """Chunks hold whole sentences, so both segments end at a sentence end whatever the order. (With
     chunk edges inside sentences, 'the first segment ends with 。' predicted 89% of the labels.)"""
-    from pipelines.tokenizer import Tokenizer
+    from core.tokenizer import Tokenizer
 
     tok = Tokenizer.load(vocab_dir)
     final = [tok.sp.piece_to_id(p) for p in "。！？"]

@@ -14,7 +14,7 @@ Word starts (`token_boundary` in the instance schema, and the unit of whole-word
 - `none`: every piece is a word (token-level masking).
 
 Normalization happens once, before both the segmenter and SentencePiece (`TextNormalizer`, in
-pipelines.text_normalizer: the model's compiled table, or the Python rules of older identity
+core.text_normalizer: the model's compiled table, or the Python rules of older identity
 vocabularies), and pieces are then cut from the normalized text with an identity normalizer, so the
 pieces' surfaces concatenate back to exactly the normalized text and offsets are a cumulative sum of
 piece lengths. Runs holding an unknown piece (whose surface length is not in the vocabulary) are re-encoded as
@@ -35,10 +35,10 @@ from typing import Literal
 
 import numpy as np
 
-from pipelines.core.errors import UserError
-from pipelines.schema import CLS_PIECE, MASK_PIECE, PAD_ID, SEP_PIECE, UNK_ID
-from pipelines.text_normalizer import TextNormalizer, identity_model, is_cjk_char
-from pipelines.text_normalizer import normalize as normalize  # the Python rules, for the tokenizer's users
+from core.errors import UserError
+from core.schema import CLS_PIECE, MASK_PIECE, PAD_ID, SEP_PIECE, UNK_ID
+from core.text_normalizer import TextNormalizer, identity_model, is_cjk_char
+from core.text_normalizer import normalize as normalize  # the Python rules, for the tokenizer's users
 
 WholeWord = Literal["zh", "sp", "gold", "none"]
 WHOLE_WORD_MODES = ("zh", "sp", "gold", "none")
@@ -163,7 +163,7 @@ class Tokenizer:
         `albert vocab` must have the sha256 recorded there: a model file cut at a piece boundary still
         parses (as a model with fewer pieces and SentencePiece's default normalisation), so parsing
         alone cannot tell a damaged copy."""
-        from pipelines.core import storage
+        from core import storage
 
         if not path.endswith(".model"):
             path = storage.join(path, "spm.model")
@@ -383,7 +383,7 @@ def _check_against_vocab_manifest(path: str, proto: bytes) -> None:
     another sha256 for it (the file was damaged or replaced after the vocabulary was trained)."""
     import hashlib
 
-    from pipelines.core import storage
+    from core import storage
 
     folder = storage.dirname(path)
     manifest_path = storage.join(folder, "manifest.json")

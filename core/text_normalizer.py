@@ -9,7 +9,7 @@
   folded), as they were trained.
 
 `identity_model` is the model that segments such normalized text exactly as the full model
-segments the raw text (pipelines.tokenizer cuts pieces with it).
+segments the raw text (core.tokenizer cuts pieces with it).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ It also undoes what Beam does to an error on its way to the launcher:
 
 - A worker's OSError arrives as a RuntimeError: as text from a worker process (`OSError: [Errno 28] No
   space left on device: 'PATH' [while running 'Step']`), or with the OSError as its context when the
-  worker runs in this process. The OSError itself is raised again (pipelines.core.oserrors.find), so
+  worker runs in this process. The OSError itself is raised again (core.oserrors.find), so
   that `albert` prints its one line and Python callers (the flows) can catch an OSError.
 - SIGTERM's Interrupted or Ctrl-C's KeyboardInterrupt, raised inside a step that runs in this
   process, comes out of Beam as `RuntimeError('Interrupted: ... [while running ...]')`: raised again as
@@ -37,8 +37,8 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-from pipelines.core import oserrors, storage
-from pipelines.core.errors import Interrupted
+from core import oserrors, storage
+from core.errors import Interrupted
 
 _log = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
-"""pipelines/core/malloc.py: the arena cap reaches the processes a local run starts."""
+"""pipelines/malloc.py: the arena cap reaches the processes a local run starts."""
 
 import os
 import subprocess
 import sys
 
-from pipelines.core import malloc
+from pipelines import malloc
 
 
 def test_limit_arenas_sets_the_default_for_child_processes(monkeypatch):

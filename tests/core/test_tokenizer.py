@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.tokenizer import Tokenizer
+from core.tokenizer import Tokenizer
 from pipelines.vocab import VocabConfig, train_vocab
 from tests.pipelines.fixtures import MIXED
 

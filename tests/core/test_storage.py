@@ -1,4 +1,4 @@
-"""pipelines.core.storage: local paths and fsspec URLs through one set of functions, on the local disk, on
+"""core.storage: local paths and fsspec URLs through one set of functions, on the local disk, on
 memory://, and on gs:// served by a local GCS emulator (tests/conftest.py `bucket`)."""
 
 import bz2
@@ -8,8 +8,8 @@ import stat
 import fsspec
 import pytest
 
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 from pipelines.corpus import sources
 from pipelines.corpus.options import CorpusOptions
 from tests.pipelines.corpus.fixtures import page_xml, write_dump

@@ -10,13 +10,13 @@ manifest.json exists (written last), a checkpoint when its checksums.json exists
 Listings are never cached: another process (the trainer, a Beam worker) may have written since.
 
 This is the one package that touches user-given paths; everything else calls it, as
-`from pipelines.core import storage; storage.read_json(path)`. Modules: paths (names, and the
+`from core import storage; storage.read_json(path)`. Modules: paths (names, and the
 fsspec filesystem of a URL), files (querying, reading and writing single files), folders (folders
 that appear whole, folder transfers, local stand-ins for remote files and folders, and local places
 to write big files at that end up whole at a path or URL).
 """
 
-from pipelines.core.storage.files import (
+from core.storage.files import (
     append_text,
     checksum,
     copy,
@@ -41,7 +41,7 @@ from pipelines.core.storage.files import (
     write_json,
     write_text,
 )
-from pipelines.core.storage.folders import (
+from core.storage.folders import (
     Mirror,
     check_writable_folder,
     get_dir,
@@ -52,7 +52,7 @@ from pipelines.core.storage.folders import (
     staged_folder,
     write_folder,
 )
-from pipelines.core.storage.paths import (
+from core.storage.paths import (
     absolute,
     basename,
     dirname,

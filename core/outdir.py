@@ -13,7 +13,7 @@ own kinds that an earlier run would have written, never anything else). A folder
 stage is refused even with --force: `albert instances --out` on a corpus folder is a mistake, not a
 takeover.
 
-One writer at a time: claiming takes the folder's lock (pipelines.core.lock), held until the scope the
+One writer at a time: claiming takes the folder's lock (core.lock), held until the scope the
 claim was taken in ends (`@outdir.scope()` on each stage's run function; `albert` holds one per
 command). A second writer is refused in one line naming the holder (host, pid, since when); a holder
 that died is taken over with a line on stderr, so a kill -9 never blocks a rerun.
@@ -24,7 +24,7 @@ link cannot lead a write into the files being read.
 
 Claiming writes the marker (again): a folder that cannot be written is refused then, before any work,
 and a read-only file system, a permission, a symlink loop or a link to nowhere are named as such.
-Works on local paths and fsspec URLs alike (pipelines.core.storage).
+Works on local paths and fsspec URLs alike (core.storage).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ import os
 import posixpath
 from collections.abc import Iterable
 
-from pipelines.core import lock, oserrors, storage
-from pipelines.core.errors import UserError
-from pipelines.core.lock import scope
+from core import lock, oserrors, storage
+from core.errors import UserError
+from core.lock import scope
 
 MARKER = ".albert-stage.json"
 __all__ = ["MARKER", "check_apart", "claim", "owner", "relation", "scope"]

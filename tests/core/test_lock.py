@@ -1,4 +1,4 @@
-"""pipelines.core.lock: one writer per folder. Local folders with real processes and real flocks
+"""core.lock: one writer per folder. Local folders with real processes and real flocks
 (a kill -9'd holder, a forked child that outlives it); bucket locks against the strict fake GCS client
 (tests/fake_gcs.py: it enforces the generation preconditions that the emulator ignores)."""
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pipelines.core import lock
+from core import lock
 from tests.lock_holder import hold, kill9
 
 # ------------------------------------------------------------------------------------ local folders

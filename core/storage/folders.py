@@ -11,10 +11,10 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 
-from pipelines.core.errors import UserError
-from pipelines.core.oserrors import named
-from pipelines.core.storage.files import copy, isdir, isfile, local_makedirs, remove
-from pipelines.core.storage.paths import basename, filesystem, is_url, join, local_path, protocol
+from core.errors import UserError
+from core.oserrors import named
+from core.storage.files import copy, isdir, isfile, local_makedirs, remove
+from core.storage.paths import basename, filesystem, is_url, join, local_path, protocol
 
 
 def check_writable_folder(path: str, what: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from pipelines.core import storage
+from core import storage
 
 CHECKSUMS = "checksums.json"  # model/checksums.py's CHECKSUMS_NAME: a checkpoint's last file
 CONFIG = "config.json"  # a checkpoint's model config: a folder with it is a checkpoint, not a run

@@ -3,7 +3,7 @@ never see half done (a temporary name renamed into place locally, one upload on 
 
 A local write that fails (a full disk, a read-only file system, ...) removes its temporary file and
 raises an OSError that names the file written: Python names none when a write or close of an open
-file fails, and the one line the user gets (pipelines.core.oserrors) must say where."""
+file fails, and the one line the user gets (core.oserrors) must say where."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import shutil
 import uuid
 from typing import IO, Any
 
-from pipelines.core.oserrors import named
-from pipelines.core.storage.paths import dirname, filesystem, has_glob, is_url, local_path, protocol
+from core.oserrors import named
+from core.storage.paths import dirname, filesystem, has_glob, is_url, local_path, protocol
 
 CHUNK = 1 << 22
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipelines.core.config_cli import (
+from core.config_cli import (
     add_arguments,
     flat,
     from_args,

@@ -12,7 +12,7 @@ Where the lock lives, and what frees it when its holder dies:
   stage, since) for the refusal. A release removes the file (while still holding it): a file found on
   taking the lock is what a holder that died left, and the taker says that it takes over.
 - a URL (gs://, s3://, memory://): the object FOLDER/.albert-lock, created only if it does not exist
-  (pipelines.core.storage.cas; on GCS a generation precondition). The holder renews a lease: it
+  (core.storage.cas; on GCS a generation precondition). The holder renews a lease: it
   rewrites the object every lease/3, under the generation it wrote last. A lock whose lease ran out (its
   holder stopped renewing: killed, frozen, cut off) or whose holder ran on this host and is no longer
   running is taken over, with a message; a release deletes the object only if it is still ours.
@@ -44,8 +44,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipelines.core.storage import cas
-from pipelines.core.storage.paths import is_url, join, local_path
+from core.storage import cas
+from core.storage.paths import is_url, join, local_path
 
 NAME = ".albert-lock"
 LEASE_S = 120.0  # a bucket lock not renewed for this long is free (renewed every LEASE_S / 3)

@@ -11,7 +11,7 @@ import os
 import posixpath
 from typing import Any
 
-from pipelines.core.errors import UserError
+from core.errors import UserError
 
 # The package each common protocol needs (fsspec names it too, in a longer message).
 _PACKAGES = {"gs": "gcsfs", "gcs": "gcsfs", "s3": "s3fs", "s3a": "s3fs", "az": "adlfs", "abfs": "adlfs"}

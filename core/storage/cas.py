@@ -14,7 +14,7 @@ A token of None means "the object does not exist": write_if then creates it only
 - any other fsspec URL (FsspecObjects: s3://, memory://): fsspec exposes no conditional write, so the
   read-compare-write runs under a lock of this process only: safe for the threads of one process, NOT
   for writers on several machines. The callers say so where it matters.
-(Local folders use an OS lock instead: pipelines.core.lock.)
+(Local folders use an OS lock instead: core.lock.)
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import hashlib
 import threading
 from typing import Any
 
-from pipelines.core.errors import UserError
-from pipelines.core.storage.paths import filesystem
+from core.errors import UserError
+from core.storage.paths import filesystem
 
 
 class GCSObjects:

@@ -1,4 +1,4 @@
-"""The one line of an OS error (pipelines.core.oserrors): each common cause named, and the OSError found
+"""The one line of an OS error (core.oserrors): each common cause named, and the OSError found
 again where a library handed it on wrapped, as Beam and safetensors do (the CLI tests meet them for
 real: tests/faults/)."""
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from pipelines.core import oserrors, storage
+from core import oserrors, storage
 
 
 def wrapped(err: BaseException) -> RuntimeError:

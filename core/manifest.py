@@ -12,8 +12,8 @@ import os
 import subprocess
 from importlib import metadata
 
-from pipelines.core import storage
-from pipelines.core.errors import UserError
+from core import storage
+from core.errors import UserError
 
 MANIFEST = "manifest.json"
 

@@ -1,10 +1,10 @@
-"""TFRecord framing (pipelines.core.tfrecord): records round-trip and corruption is detected."""
+"""TFRecord framing (core.tfrecord): records round-trip and corruption is detected."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines.core.tfrecord import frame_record, read_records
+from core.tfrecord import frame_record, read_records
 
 
 def test_records_round_trip_and_detect_corruption():
