@@ -1,18 +1,153 @@
-"""The accounting of the corpus stage: the Beam counters -> stats.json, the checks that the counters,
-the files written and the multistream indexes agree, and whether the outcome may be published.
+"""The accounting of the corpus stage: its counters (namespace, names, the one parser), the Beam
+counters -> stats.json, the checks that the counters, the files written and the multistream indexes
+agree, and whether the outcome may be published.
+
+Counter names (namespace `corpus`), one builder each below; `parse_counter` is their only reader:
+
+    read/<source>                 records read (a dead letter of lost records counts as that many)
+    kept/<source>                 documents written
+    dropped/<source>/<reason>     records a rule dropped          (reason: the rest of the name)
+    dead_letter/<source>/<reason> records that could not be used  (reason: the rest of the name)
+    lines_removed/<rule>          lines a cleaning or dedup rule removed
+    file/<count>/KIND:NAME        per input file, count one of FILE_COUNTS (NAME may hold folders)
+    index_unreadable/<kind>, lines/<what>, lsh/<what>, near_dup/<what>
+                                  diagnostics: stats.json `other`, by their full name
+
+A source, a rule and a diagnostic are single words (no `/`); a name of no family above is refused
+(ValueError), never filed somewhere it was not meant to go. The same names key the shards'
+summaries (`kept/<source>`, `dropped|dead_letter/<source>/<reason>`).
 
 stats.json holds only what the inputs determine (its hash keys the downstream stages): no run time.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 
 from core import storage
 from core.errors import StageFailed
-from pipelines.corpus.dedup import NS
-from pipelines.corpus.finalize import natural_key
+from pipelines.corpus.readers.ids import natural_key
 from pipelines.deadletter import check_dead_letters
+
+NS = "corpus"
+
+READ, KEPT, DROPPED, DEAD_LETTER, LINES_REMOVED, FILE = (
+    "read",
+    "kept",
+    "dropped",
+    "dead_letter",
+    "lines_removed",
+    "file",
+)
+FILE_COUNTS = ("read", "listed", "lost_records", "lost_estimated", "lost_bytes", "lost_rest_unknown")
+DIAGNOSTICS = ("index_unreadable", "lines", "lsh", "near_dup")  # stats.json `other`
+LOST_IDS_IN_STATS = 1000  # per file; every one is in the rejected records
+
+
+# --- counter names ----------------------------------------------------------------------------------------
+
+
+def _word(value: str, what: str) -> str:
+    if not value or "/" in value:
+        raise ValueError(f"a counter's {what} must be a non-empty word without '/', not {value!r}")
+    return value
+
+
+def read_counter(source: str) -> str:
+    return f"{READ}/{_word(source, 'source')}"
+
+
+def kept_counter(source: str) -> str:
+    return f"{KEPT}/{_word(source, 'source')}"
+
+
+def rejected_counter(source: str, reason: str, dead_letter: bool) -> str:
+    """`dead_letter/<source>/<reason>` or `dropped/<source>/<reason>`."""
+    if not reason:
+        raise ValueError("a rejected record's counter needs a reason")
+    return f"{DEAD_LETTER if dead_letter else DROPPED}/{_word(source, 'source')}/{reason}"
+
+
+def rejected_counter_of(rec: dict) -> str:
+    """The counter of a rejected record (clean.rejected, readers/errors.py)."""
+    return rejected_counter(rec["source"], rec["reason"], rec["dead_letter"])
+
+
+def lines_removed_counter(rule: str) -> str:
+    return f"{LINES_REMOVED}/{_word(rule, 'rule')}"
+
+
+def file_counter(count: str, file_key: str) -> str:
+    """`file/<count>/KIND:NAME` (readers/ids.py file_key)."""
+    if count not in FILE_COUNTS:
+        raise ValueError(f"unknown per-file count {count!r} (one of {', '.join(FILE_COUNTS)})")
+    if not file_key:
+        raise ValueError("a per-file counter needs the file's key")
+    return f"{FILE}/{count}/{file_key}"
+
+
+def diagnostic_counter(family: str, what: str) -> str:
+    if family not in DIAGNOSTICS:
+        raise ValueError(f"unknown diagnostic counter family {family!r} (one of {', '.join(DIAGNOSTICS)})")
+    return f"{family}/{_word(what, 'name')}"
+
+
+def increment(name: str, amount: int = 1) -> None:
+    """Increment a counter of the stage (namespace `corpus`, read back into stats.json)."""
+    Metrics.counter(NS, name).inc(amount)
+
+
+def weight(rec: dict) -> int:
+    """How many records a rejected record stands for: 1, or the records a dead letter of damaged
+    input lost (readers/errors.py)."""
+    return rec["lost"]["records"] if "lost" in rec else 1
+
+
+def count_rejected(rec: dict) -> None:
+    increment(rejected_counter_of(rec), weight(rec))
+
+
+class CounterName(NamedTuple):
+    """A counter name, parsed. `source` for read/kept/dropped/dead_letter; `detail`: the reason
+    (dropped, dead_letter), rule (lines_removed), count (file) or what a diagnostic counts; `file`:
+    the file key KIND:NAME of a per-file count."""
+
+    family: str
+    source: str = ""
+    detail: str = ""
+    file: str = ""
+
+
+def parse_counter(name: str) -> CounterName:
+    """The one reader of the names above. ValueError on a name of no known family or of the wrong
+    shape (a new family must be taught here, and to stats_from_counters, before it is counted)."""
+    family, _, rest = name.partition("/")
+    try:
+        if family in (READ, KEPT):
+            return CounterName(family, source=_word(rest, "source"))
+        if family in (DROPPED, DEAD_LETTER):
+            source, _, reason = rest.partition("/")
+            if not reason:
+                raise ValueError("no reason")
+            return CounterName(family, source=_word(source, "source"), detail=reason)
+        if family == LINES_REMOVED:
+            return CounterName(family, detail=_word(rest, "rule"))
+        if family == FILE:
+            count, _, key = rest.partition("/")
+            if count not in FILE_COUNTS or not key:
+                raise ValueError(f"per-file count {count!r} of {key!r}")
+            return CounterName(family, detail=count, file=key)
+        if family in DIAGNOSTICS:
+            return CounterName(family, detail=_word(rest, "name"))
+    except ValueError as err:
+        raise ValueError(f"corpus counter {name!r} is not of its family's shape ({err})") from None
+    raise ValueError(f"corpus counter {name!r} is of no known family (accounting.py lists them)")
+
+
+# --- stats.json ---------------------------------------------------------------------------------------------
 
 
 def counters_from_result(result) -> dict[str, int]:
@@ -21,10 +156,6 @@ def counters_from_result(result) -> dict[str, int]:
         value = c.committed if c.committed is not None else c.attempted
         out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(value or 0)
     return out
-
-
-FILE_COUNTS = ("read", "listed", "lost_records", "lost_estimated", "lost_bytes", "lost_rest_unknown")
-LOST_IDS_IN_STATS = 1000  # per file; every one is in the rejected records
 
 
 def stats_from_counters(counters: dict[str, int]) -> dict:
@@ -51,19 +182,19 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
         return stats["by_source"].setdefault(name, {"read": 0, "kept": 0, "dropped": {}, "dead_letter": {}})
 
     for name, value in sorted(counters.items()):
-        parts = name.split("/")
-        if parts[0] in ("read", "kept") and len(parts) == 2:
-            stats[parts[0]] += value
-            src(parts[1])[parts[0]] += value
-        elif parts[0] in ("dropped", "dead_letter") and len(parts) == 3:
-            stats[parts[0]][parts[2]] = stats[parts[0]].get(parts[2], 0) + value
-            src(parts[1])[parts[0]][parts[2]] = value
-        elif parts[0] == "lines_removed":
-            stats["lines_removed"][parts[1]] = value
-        elif parts[0] == "file" and len(parts) >= 3 and parts[1] in FILE_COUNTS:
-            key = "/".join(parts[2:])  # KIND:NAME, where NAME may hold folders
-            stats["files"].setdefault(key, {})[parts[1]] = value
-        else:
+        counter = parse_counter(name)
+        if counter.family in (READ, KEPT):
+            stats[counter.family] += value
+            src(counter.source)[counter.family] += value
+        elif counter.family in (DROPPED, DEAD_LETTER):
+            totals = stats[counter.family]
+            totals[counter.detail] = totals.get(counter.detail, 0) + value
+            src(counter.source)[counter.family][counter.detail] = value
+        elif counter.family == LINES_REMOVED:
+            stats["lines_removed"][counter.detail] = value
+        elif counter.family == FILE:
+            stats["files"].setdefault(counter.file, {})[counter.detail] = value
+        else:  # a diagnostic, by its full name
             stats["other"][name] = value
     dropped, dead = sum(stats["dropped"].values()), sum(stats["dead_letter"].values())
     stats["dropped_total"], stats["dead_letter_total"] = dropped, dead
@@ -109,8 +240,8 @@ def add_lost_ids(stats: dict, summaries: list[dict]) -> None:
 def accounting_problems(stats: dict, written: dict[str, int]) -> list[str]:
     """How the counters and the files written (`written`: counts by key of the shards' summaries)
     disagree, and dumps whose index lists other pages than were read and lost."""
-    kept_written = sum(v for k, v in written.items() if k.startswith("kept/"))
-    rejected_written = sum(v for k, v in written.items() if not k.startswith("kept/"))
+    kept_written = sum(v for k, v in written.items() if parse_counter(k).family == KEPT)
+    rejected_written = sum(v for k, v in written.items() if parse_counter(k).family != KEPT)
     problems = []
     if not stats["invariant"]["holds"]:
         problems.append(f"read {stats['read']} != accounted {stats['invariant']['accounted']}")

@@ -17,13 +17,13 @@ from __future__ import annotations
 from functools import partial
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
+from pipelines.corpus.accounting import diagnostic_counter, increment
 from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
-from pipelines.corpus.near import NS, ConnectedComponents, NearDuplicates
+from pipelines.corpus.near import ConnectedComponents, NearDuplicates
 from pipelines.corpus.options import CorpusOptions
 
-__all__ = ["NS", "ConnectedComponents", "Deduplicate", "ExactDuplicates", "NearDuplicates", "RepeatedLines"]
+__all__ = ["ConnectedComponents", "Deduplicate", "ExactDuplicates", "NearDuplicates", "RepeatedLines"]
 
 
 def _removals_in_group(kv):
@@ -56,11 +56,11 @@ def _line_verdicts(kv, boilerplate_min_docs: int):
         if len(distinct) < boilerplate_min_docs:
             distinct.add(doc_id)
     if len(distinct) >= boilerplate_min_docs:
-        Metrics.counter(NS, "lines/boilerplate_keys").inc()
+        increment(diagnostic_counter("lines", "boilerplate_keys"))
         for doc_id in ids:
             yield doc_id, (key, "boilerplate_line")
     elif len(distinct) >= 2:
-        Metrics.counter(NS, "lines/repeated_keys").inc()
+        increment(diagnostic_counter("lines", "repeated_keys"))
         for doc_id in ids:
             if doc_id != smallest:
                 yield doc_id, (key, "repeated_line")

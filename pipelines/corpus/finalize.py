@@ -22,36 +22,26 @@ import gzip
 import hashlib
 import io
 import math
-import re
 
 import apache_beam as beam
 import xxhash
-from apache_beam.metrics import Metrics
 
 from core import storage
 from pipelines.corpus import clean
-from pipelines.corpus.dedup import NS
+from pipelines.corpus.accounting import (
+    count_rejected,
+    increment,
+    kept_counter,
+    lines_removed_counter,
+    rejected_counter_of,
+    weight,
+)
 from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.readers.ids import natural_key
 from pipelines.corpus.spill import dumps, merge_pieces, piece_path, read_spill, write_piece
 
 PIECES, REJECTED = "pieces", "rejected"
-
-
-def increment(name: str, n: int = 1) -> None:
-    """Increment a counter of the stage (namespace `corpus`, read back into stats.json)."""
-    Metrics.counter(NS, name).inc(n)
-
-
-def weight(rec: dict) -> int:
-    """How many records a rejected record stands for: 1, or the records a dead letter of damaged
-    input lost (readers/errors.py)."""
-    return rec["lost"]["records"] if "lost" in rec else 1
-
-
-def count_rejected(rec: dict) -> None:
-    kind = "dead_letter" if rec["dead_letter"] else "dropped"
-    increment(f"{kind}/{rec['source']}/{rec['reason']}", weight(rec))
 
 
 def doc_ref(text_hash: str, title: str, where: str, spill: str, position: int, chars: int) -> tuple:
@@ -77,16 +67,6 @@ def shard_count_for(total: int, per_shard: int, fixed: int = 0) -> int:
 
 
 # --- verdicts -------------------------------------------------------------------------------------------------
-
-
-_NUMBERS = re.compile(r"(\d+)")
-
-
-def natural_key(text: str) -> tuple:
-    """Sort key that orders the numbers inside `text` by value: `f:99` before `f:123`."""
-    return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in _NUMBERS.split(text) if part
-    )
 
 
 def _verdicts_of_id(kv):
@@ -143,7 +123,7 @@ class _FinalPass(beam.DoFn):
                     [doc], exact, near, {tuple(r) for r in removals}, self.opts
                 )
                 for rule, n in removed.items():
-                    increment(f"lines_removed/{rule}", n)
+                    increment(lines_removed_counter(rule), n)
             else:
                 kept, dropped = [], [clean.rejected(doc, verdict[0], "dedup", verdict[1])]
             for rec in dropped:
@@ -189,9 +169,7 @@ def _gzip_lines(lines) -> bytes:
 
 
 def _summary_key(prefix: str, r: dict) -> str:
-    if prefix == "docs":
-        return f"kept/{r['source']}"
-    return f"{'dead_letter' if r['dead_letter'] else 'dropped'}/{r['source']}/{r['reason']}"
+    return kept_counter(r["source"]) if prefix == "docs" else rejected_counter_of(r)
 
 
 def _write_shard(

@@ -19,14 +19,13 @@ from functools import partial
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
 
 from pipelines.corpus import minhash
+from pipelines.corpus.accounting import diagnostic_counter, increment
 from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.spill import Signatures
 
-NS = "corpus"
 BIG_BUCKET = 2000
 
 
@@ -52,12 +51,12 @@ def _bucket_candidates(kv, window: int):
     _, members = kv
     ids = sorted(set(members))
     if 2 <= len(ids) <= BIG_BUCKET:
-        Metrics.counter(NS, "lsh/buckets_with_candidates").inc()
+        increment(diagnostic_counter("lsh", "buckets_with_candidates"))
         for j in range(1, len(ids)):
             for i in range(max(0, j - window), j):
                 yield ids[i], ids[j]
     elif len(ids) > BIG_BUCKET:
-        Metrics.counter(NS, "lsh/big_buckets").inc()
+        increment(diagnostic_counter("lsh", "big_buckets"))
         for doc_id in ids[1:]:
             yield ids[0], doc_id
 
@@ -97,7 +96,7 @@ def _compare(kv, sig_dir: str, sig_bytes: int, threshold: float, far_counter: st
         if agree >= threshold:
             yield a, b
         elif far_counter:
-            Metrics.counter(NS, far_counter).inc()
+            increment(far_counter)
 
 
 class ComparePairs(beam.PTransform):
@@ -163,7 +162,10 @@ class NearDuplicates(beam.PTransform):
         if o.min_survivor_similarity <= 0:
             return removed
         return {"pairs": removed, "handles": handles} | "CheckSurvivors" >> ComparePairs(
-            o.min_survivor_similarity, self.sig_dir, size, "near_dup/kept_far_from_survivor"
+            o.min_survivor_similarity,
+            self.sig_dir,
+            size,
+            diagnostic_counter("near_dup", "kept_far_from_survivor"),
         )
 
 

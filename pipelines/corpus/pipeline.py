@@ -11,9 +11,8 @@
       | MergeShards        -> docs-NNNNN-of-MMMMM.jsonl.gz; WriteShards -> rejected-NNNNN-of-MMMMM.jsonl.gz
 
 Only ids, hashes, signatures and verdicts travel through shuffles, never a document's text (spill.py
-says why and how). Counters (namespace `corpus`): read/<source>, kept/<source>,
-dropped/<source>/<reason>, dead_letter/<source>/<reason>, lines_removed/<rule>, and per input file
-file/<read|listed|lost_records|lost_estimated|lost_bytes|lost_rest_unknown>/KIND:NAME (_ReadWork).
+says why and how). Counters (namespace `corpus`): accounting.py names them, builds and parses their
+names; per input file they are counted in _ReadWork.
 """
 
 from __future__ import annotations
@@ -24,6 +23,14 @@ import apache_beam as beam
 
 from core import storage
 from pipelines.corpus import clean
+from pipelines.corpus.accounting import (
+    count_rejected,
+    diagnostic_counter,
+    file_counter,
+    increment,
+    lines_removed_counter,
+    read_counter,
+)
 from pipelines.corpus.dedup import Deduplicate
 from pipelines.corpus.finalize import (
     PIECES,
@@ -31,9 +38,7 @@ from pipelines.corpus.finalize import (
     MergeShards,
     Verdicts,
     WriteShards,
-    count_rejected,
     doc_ref,
-    increment,
     ref_chars,
     shard_count_for,
 )
@@ -62,24 +67,24 @@ class _ReadWork(beam.DoFn):
 
     def process(self, item):
         if item.get("index_error"):
-            increment(f"index_unreadable/{item['kind']}")
+            increment(diagnostic_counter("index_unreadable", item["kind"]))
         key, read = file_key(item), 0
         for record in read_work(item, self.opts):
             lost = record.get("lost")
             n = lost["records"] if lost else 1
-            increment(f"read/{record['source']}", n)
+            increment(read_counter(record["source"]), n)
             read += n
             if lost:
-                increment(f"file/lost_records/{key}", n)
-                increment(f"file/lost_bytes/{key}", lost["bytes"])
+                increment(file_counter("lost_records", key), n)
+                increment(file_counter("lost_bytes", key), lost["bytes"])
                 if lost["estimated"]:
-                    increment(f"file/lost_estimated/{key}", n)
+                    increment(file_counter("lost_estimated", key), n)
                 if lost["rest_unknown"]:
-                    increment(f"file/lost_rest_unknown/{key}")
+                    increment(file_counter("lost_rest_unknown", key))
             yield record
         if item.get("streams"):
-            increment(f"file/read/{key}", read)
-            increment(f"file/listed/{key}", sum(pages for _, pages in item["streams"]))
+            increment(file_counter("read", key), read)
+            increment(file_counter("listed", key), sum(pages for _, pages in item["streams"]))
 
 
 class ReadSources(beam.PTransform):
@@ -146,7 +151,7 @@ class _Clean(beam.DoFn):
                     record, "processing_error", "clean", f"{type(err).__name__}: {err}", True
                 )
             for rule, n in removed.items():
-                increment(f"lines_removed/{rule}", n)
+                increment(lines_removed_counter(rule), n)
             if verdict == "doc":
                 text_hash, sig, line_keys = fingerprints
                 stem, position = self.spill.add(doc, sig)

@@ -17,6 +17,7 @@ The stats of a file (stats.json `files`) are keyed `KIND:NAME`, the ids' prefix.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from core import storage
@@ -57,3 +58,13 @@ def file_key(item: dict) -> str:
 def native_id(item: dict, native) -> str:
     """The id of a record of `item`'s file with the native id `native`."""
     return f"{file_key(item)}:{native}"
+
+
+_NUMBERS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders the numbers inside `text` by value: `f:99` before `f:123`."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in _NUMBERS.split(text) if part
+    )
