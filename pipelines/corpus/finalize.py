@@ -1,7 +1,7 @@
 """The end of the corpus stage: every document's verdict, the final pass over the spill files, and the
 sharded output.
 
-PCollection shapes (id: document id str; DocRef: see `doc_ref`):
+PCollection shapes (id: document id str; DocRef: see `doc_ref`; verdict: `keep_verdict`, `reject_verdict`):
 
     Verdicts:     {"ref": (id, DocRef), "exact": (id, survivor), "near": (id, survivor),
                    "lines": (id, (line hash, reason))}  -> (spill file, (position, verdict))
@@ -9,8 +9,8 @@ PCollection shapes (id: document id str; DocRef: see `doc_ref`):
     MergeShards:  (shard, piece path)                   -> one summary dict per docs shard written
     WriteShards:  records (rejected)                    -> one summary dict per shard written
 
-A verdict is ("keep", exact survivor | None, near survivor | None, [(line hash, reason)]) for the one
-document kept under its id, or (reason, detail) for the other documents of the same id.
+A verdict is a keep_verdict for the one document kept under its id, a reject_verdict for the other
+documents of the same id.
 
 Shards are chosen by a hash of the id and sorted by id (gzip without timestamps), so a rerun over the
 same inputs and options writes byte-identical files.
@@ -44,14 +44,22 @@ from pipelines.corpus.spill import dumps, merge_pieces, piece_path, read_spill, 
 PIECES, REJECTED = "pieces", "rejected"
 
 
+# A DocRef: what travels for a cleaned document instead of its text. A plain tuple read through these
+# index constants, not a NamedTuple: through Beam's coders a NamedTuple costs ~5x the time of a plain
+# tuple and ~40% more bytes (docs/architecture.md, "Records").
+REF_TEXT_HASH, REF_TITLE, REF_WHERE, REF_SPILL, REF_POSITION, REF_CHARS = range(6)
+
+
 def doc_ref(text_hash: str, title: str, where: str, spill: str, position: int, chars: int) -> tuple:
-    """What travels for a cleaned document instead of its text: a plain tuple (cheap to encode).
-    chars (characters of its cleaned lines) sizes the output shards."""
+    """The DocRef of a cleaned document: its text hash, title, `where` (path and position in its
+    input), spill file and position there, and chars (characters of its cleaned lines: sizes the
+    output shards)."""
     return (text_hash, title, where, spill, position, chars)
 
 
 def ref_chars(kv) -> int:
-    return kv[1][5]
+    _, ref = kv
+    return ref[REF_CHARS]
 
 
 def shard_of(doc_id, n: int) -> int:
@@ -69,29 +77,50 @@ def shard_count_for(total: int, per_shard: int, fixed: int = 0) -> int:
 # --- verdicts -------------------------------------------------------------------------------------------------
 
 
+# A verdict on one document (Verdicts -> FinalPass): keep it, or reject it with a reason.
+KEEP = "keep"
+
+
+def keep_verdict(exact: str | None, near: str | None, removals: list) -> tuple:
+    """Keep the document: its exact and near survivors (None: none) and its lines to remove
+    [(line hash, reason)] (clean.finalize_document applies them)."""
+    return (KEEP, exact, near, removals)
+
+
+def reject_verdict(reason: str, detail: str) -> tuple:
+    """Reject the document for `reason` (exact_duplicate, duplicate_id), `detail` for its record."""
+    return (reason, detail)
+
+
+def is_keep(verdict: tuple) -> bool:
+    return verdict[0] == KEEP
+
+
 def _verdicts_of_id(kv):
     """All documents cleaned under one id -> (spill file, (position, verdict)) for each. Ids are made
     distinct per file (readers/ids.py), so several documents under one id come from one file (an id
     repeated in it) or have the same text (content ids): the first in file order is kept (`where`:
     path and position), the others are exact duplicates (same text) or duplicate ids (other text)."""
     doc_id, grouped = kv
-    refs = sorted(grouped["ref"], key=lambda r: (natural_key(r[2]), r[:5]))
+    # File order (`where`), then the rest of the ref but its size: the same order on every run.
+    refs = sorted(grouped["ref"], key=lambda r: (natural_key(r[REF_WHERE]), r[:REF_CHARS]))
     if not refs:  # (verdicts always come with a document; an id without one has nothing to write)
         return
     first = refs[0]
     for other in refs[1:]:
-        if other[0] == first[0]:
-            reason, detail = "exact_duplicate", f"same text as {first[2]}, duplicate of {doc_id}"
-        else:
-            reason, detail = (
-                "duplicate_id",
-                f"id {doc_id} again with another text; the first, {first[2]}, is kept",
+        if other[REF_TEXT_HASH] == first[REF_TEXT_HASH]:
+            verdict = reject_verdict(
+                "exact_duplicate", f"same text as {first[REF_WHERE]}, duplicate of {doc_id}"
             )
-        yield other[3], (other[4], (reason, detail))
+        else:
+            verdict = reject_verdict(
+                "duplicate_id", f"id {doc_id} again with another text; the first, {first[REF_WHERE]}, is kept"
+            )
+        yield other[REF_SPILL], (other[REF_POSITION], verdict)
     exact = min(grouped["exact"], default=None)
     near = min(grouped["near"], default=None)
     removals = sorted(set(grouped["lines"]))
-    yield first[3], (first[4], ("keep", exact, near, removals))
+    yield first[REF_SPILL], (first[REF_POSITION], keep_verdict(exact, near, removals))
 
 
 class Verdicts(beam.PTransform):
@@ -117,15 +146,16 @@ class _FinalPass(beam.DoFn):
             verdict = verdicts.pop(position, None)
             if verdict is None:
                 raise RuntimeError(f"spill file {name}: document {position} has no verdict")
-            if verdict[0] == "keep":
-                _, exact, near, removals = verdict
+            if is_keep(verdict):
+                _, exact, near, removals = verdict  # keep_verdict
                 kept, dropped, removed = clean.finalize_document(
                     [doc], exact, near, {tuple(r) for r in removals}, self.opts
                 )
                 for rule, n in removed.items():
                     increment(lines_removed_counter(rule), n)
             else:
-                kept, dropped = [], [clean.rejected(doc, verdict[0], "dedup", verdict[1])]
+                reason, detail = verdict  # reject_verdict
+                kept, dropped = [], [clean.rejected(doc, reason, "dedup", detail)]
             for rec in dropped:
                 count_rejected(rec)
                 yield beam.pvalue.TaggedOutput(REJECTED, rec)
