@@ -58,7 +58,7 @@ def single_core_throughput(limit: int | None = None, opts: CorpusOptions | None 
     records = _sample_records(limit)
     t_read = time.perf_counter() - t0
     chars = sum(len(r["text"]) for r in records)
-    convert = ChineseConverter(opts.opencc)
+    convert = ChineseConverter(opts.cleaning.opencc)
     t0 = time.perf_counter()
     cleaned = []
     for r in records:
@@ -190,12 +190,14 @@ def _as_raw_records(copies: list[dict]) -> list[dict]:
 
 
 def _cleaned_shingles(records: list[dict], opts: CorpusOptions) -> dict[str, np.ndarray]:
-    convert = ChineseConverter(opts.opencc)
+    convert = ChineseConverter(opts.cleaning.opencc)
     out = {}
     for r in records:
         verdict, doc, _ = clean.clean_record(r, opts, convert)
         if verdict == "doc":
-            out[r["id"]] = minhash.shingles("\n".join(doc["lines"]), opts.shingle_chars, opts.shingle_words)
+            out[r["id"]] = minhash.shingles(
+                "\n".join(doc["lines"]), opts.dedup.shingle_chars, opts.dedup.shingle_words
+            )
     return out
 
 
@@ -272,10 +274,10 @@ def dedup_quality(
     result = score_merges(merges, groups, shingles)
     result.update({"originals": len(groups), "copies": len(copies), "edit_rates": list(rates)})
     result["options"] = {
-        "shingle_chars": opts.shingle_chars,
-        "bands": opts.minhash_bands,
-        "rows": opts.minhash_rows,
-        "threshold": opts.near_dup_threshold,
+        "shingle_chars": opts.dedup.shingle_chars,
+        "bands": opts.dedup.minhash_bands,
+        "rows": opts.dedup.minhash_rows,
+        "threshold": opts.dedup.near_dup_threshold,
     }
     return result
 
@@ -288,18 +290,21 @@ def dedup_in_memory(signatures: dict[str, np.ndarray], opts: CorpusOptions) -> d
     survivor check."""
     buckets: dict = {}
     for doc_id, sig in signatures.items():
-        for key in minhash.band_keys(sig, opts.minhash_bands, opts.minhash_rows):
+        for key in minhash.band_keys(sig, opts.dedup.minhash_bands, opts.dedup.minhash_rows):
             buckets.setdefault(key, []).append(doc_id)
     uf = minhash.UnionFind()
     for ids in buckets.values():
         if len(ids) > 1:
             members = sorted((i, signatures[i]) for i in set(ids))
-            for a, b in minhash.similar_pairs(members, opts.near_dup_threshold, opts.max_bucket_pairs):
+            for a, b in minhash.similar_pairs(
+                members, opts.dedup.near_dup_threshold, opts.dedup.max_bucket_pairs
+            ):
                 uf.union(a, b)
     return {
         member: root
         for member, root in uf.roots().items()
-        if minhash.estimate_jaccard(signatures[member], signatures[root]) >= opts.min_survivor_similarity
+        if minhash.estimate_jaccard(signatures[member], signatures[root])
+        >= opts.dedup.min_survivor_similarity
     }
 
 
@@ -318,12 +323,14 @@ def sweep(originals: int = 200, seed: int = 0, configs=None) -> list[dict]:
     copy_records = _as_raw_records(copies)
     rows = []
     for k, bands, r, threshold in configs:
-        opts = CorpusOptions(
+        opts = CorpusOptions().replace(
             shingle_chars=k, minhash_bands=bands, minhash_rows=r, near_dup_threshold=threshold
         )
         shingles = _cleaned_shingles(records + copy_records, opts)
         t0 = time.perf_counter()
-        sigs = {i: minhash.signature(s, opts.num_perm, opts.minhash_seed) for i, s in shingles.items()}
+        sigs = {
+            i: minhash.signature(s, opts.dedup.num_perm, opts.dedup.minhash_seed) for i, s in shingles.items()
+        }
         merges = dedup_in_memory(sigs, opts)
         seconds = time.perf_counter() - t0
         score = score_merges(merges, groups, shingles)

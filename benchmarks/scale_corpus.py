@@ -240,7 +240,7 @@ def _run_options(corpus_dir: str) -> CorpusOptions:
         raise UserError(f"{corpus_dir} holds no finished corpus (no manifest.json)")
     with open(manifest, encoding="utf-8") as f:
         saved = json.load(f)["config"]["options"]
-    fields = CorpusOptions.__dataclass_fields__
+    fields = CorpusOptions().to_dict()
     return CorpusOptions().replace(
         **{
             k: tuple(tuple(x) for x in v) if isinstance(v, list) else v

@@ -51,7 +51,7 @@ def corpus_key(sources: list[str], options: dict[str, Any]) -> tuple[str, dict]:
     from pipelines.corpus.sources import plan_sources
     from pipelines.corpus.stage import describe_inputs
 
-    opts = CorpusOptions(**options).to_dict()
+    opts = CorpusOptions().replace(**options).to_dict()
     inputs = describe_inputs(plan_sources(sources))
     return stage_key("corpus", inputs=inputs, options=opts, sources=sources), opts
 
@@ -71,7 +71,7 @@ def run_corpus_stage(
     return run_corpus(
         sources,
         out_dir,
-        CorpusOptions(**options),
+        CorpusOptions().replace(**options),
         runner=runner,
         extra_beam_flags=list(beam_args),
         force=True,

@@ -72,7 +72,7 @@ def clean_record(
     record: dict, opts: CorpusOptions, convert: ChineseConverter | None
 ) -> tuple[str, dict, dict]:
     """Raw record -> ("doc", cleaned doc, line-rule counts) or ("drop", rejected record, counts)."""
-    if len(record["text"]) > RAW_CHARS_PER_CHAR * opts.max_chars:
+    if len(record["text"]) > RAW_CHARS_PER_CHAR * opts.cleaning.max_chars:
         # far over the limit before cleaning: drop it without paying for parsing and normalizing
         return "drop", rejected(record, "too_long", "filter", f"{len(record['text'])} raw characters"), {}
     if record.get("markup") == "wiki":
@@ -110,12 +110,12 @@ def line_hash(line: str) -> int:
 
 def line_hashes(lines: list[str], opts: CorpusOptions) -> list[int]:
     """Distinct cross-document keys of the lines long enough to count as repeated."""
-    return sorted({line_hash(line) for line in lines if len(line) >= opts.line_min_chars})
+    return sorted({line_hash(line) for line in lines if len(line) >= opts.dedup.line_min_chars})
 
 
 def doc_signature(lines: list[str], opts: CorpusOptions) -> bytes:
-    sh = minhash.shingles("\n".join(lines), opts.shingle_chars, opts.shingle_words)
-    return minhash.signature(sh, opts.num_perm, opts.minhash_seed).tobytes()
+    sh = minhash.shingles("\n".join(lines), opts.dedup.shingle_chars, opts.dedup.shingle_words)
+    return minhash.signature(sh, opts.dedup.num_perm, opts.dedup.minhash_seed).tobytes()
 
 
 def finalize_document(
@@ -150,16 +150,16 @@ def finalize_document(
         by_key = dict(line_removals)
         keep = []
         for line in lines:
-            reason = by_key.get(line_hash(line)) if len(line) >= opts.line_min_chars else None
+            reason = by_key.get(line_hash(line)) if len(line) >= opts.dedup.line_min_chars else None
             if reason:
                 removed[reason] = removed.get(reason, 0) + 1
             else:
                 keep.append(line)
         lines = keep
-        if filters.count_chars(lines) < max(1, opts.min_chars):
+        if filters.count_chars(lines) < max(1, opts.cleaning.min_chars):
             dropped.append(rejected(doc, "too_short_after_line_dedup", "dedup"))
             return kept, dropped, removed
-    sentences = split_paragraphs(lines, opts.max_sentence_chars)
+    sentences = split_paragraphs(lines, opts.output.max_sentence_chars)
     if not sentences:
         dropped.append(rejected(doc, "empty", "dedup"))
         return kept, dropped, removed

@@ -46,9 +46,7 @@ class CorpusRun:
         "processing errors) [%(default)s]",
         run=True,
     )
-    options: CorpusOptions = section(
-        CorpusOptions, title="cleaning, dedup and output options (defaults in brackets)"
-    )
+    options: CorpusOptions = section(CorpusOptions)  # its sections are the groups of --help
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -131,6 +131,6 @@ class Deduplicate(beam.PTransform):
         line_removals = (
             {"lines": lines, "exact": exact, "near": near}
             | "JoinLinesVerdicts" >> CoGroupInPartitions(then=_lines_of_survivor)
-            | "Repeated" >> RepeatedLines(self.opts.boilerplate_min_docs)
+            | "Repeated" >> RepeatedLines(self.opts.dedup.boilerplate_min_docs)
         )
         return exact, near, line_removals

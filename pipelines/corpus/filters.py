@@ -157,24 +157,24 @@ def length_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | Non
     n = count_chars(lines)
     if n == 0:
         return "empty"
-    if n < opts.min_chars:
+    if n < opts.cleaning.min_chars:
         return "too_short"
-    if n > opts.max_chars:
+    if n > opts.cleaning.max_chars:
         return "too_long"
     return None
 
 
 def cjk_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
-    return "low_cjk_ratio" if cjk_ratio(text) < opts.min_cjk_ratio else None
+    return "low_cjk_ratio" if cjk_ratio(text) < opts.cleaning.min_cjk_ratio else None
 
 
 def terminal_punct_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
-    return "no_terminal_punct" if terminal_ratio(lines) < opts.min_terminal_ratio else None
+    return "no_terminal_punct" if terminal_ratio(lines) < opts.cleaning.min_terminal_ratio else None
 
 
 def repeated_lines_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
     by_lines, by_chars = duplicate_line_ratios(lines)
-    if by_lines > opts.max_dup_line_ratio or by_chars > opts.max_dup_line_char_ratio:
+    if by_lines > opts.cleaning.max_dup_line_ratio or by_chars > opts.cleaning.max_dup_line_char_ratio:
         return "repeated_lines"
     return None
 
@@ -189,11 +189,15 @@ def repeated_ngrams_filter(lines: list[str], text: str, opts: CorpusOptions) -> 
     if cjk_ratio(text) >= 0.5:
         units, top, dup = (
             codepoints(word_chars(text)),
-            opts.max_top_ngram_ratio,
-            opts.max_dup_ngram_ratio,
+            opts.cleaning.max_top_ngram_ratio,
+            opts.cleaning.max_dup_ngram_ratio,
         )
     else:
-        units, top, dup = _word_ids(text), opts.max_top_word_ngram_ratio, opts.max_dup_word_ngram_ratio
+        units, top, dup = (
+            _word_ids(text),
+            opts.cleaning.max_top_word_ngram_ratio,
+            opts.cleaning.max_dup_word_ngram_ratio,
+        )
     if exceeds_top_ngram_limits(units, top):
         return "repeated_ngrams"
     # Text covered by repeated (n+1)-grams is also covered by repeated n-grams, so the ratio only

@@ -145,24 +145,31 @@ class NearDuplicates(beam.PTransform):
         self.opts, self.sig_dir = opts, sig_dir
 
     def expand(self, handles):
-        o, size = self.opts, self.opts.num_perm * 4
+        dedup = self.opts.dedup
+        size = dedup.num_perm * 4  # bytes of a signature
         bands = partial(
-            _band_entries, sig_dir=self.sig_dir, sig_bytes=size, bands=o.minhash_bands, rows=o.minhash_rows
+            _band_entries,
+            sig_dir=self.sig_dir,
+            sig_bytes=size,
+            bands=dedup.minhash_bands,
+            rows=dedup.minhash_rows,
         )
         candidates = (
             handles
             | "GroupByFile" >> GroupInPartitions(explode=_by_file)
             | "GroupByBand"
-            >> GroupInPartitions(explode=bands, then=partial(_bucket_candidates, window=o.max_bucket_pairs))
+            >> GroupInPartitions(
+                explode=bands, then=partial(_bucket_candidates, window=dedup.max_bucket_pairs)
+            )
         )
         edges = {"pairs": candidates, "handles": handles} | "Verify" >> ComparePairs(
-            o.near_dup_threshold, self.sig_dir, size
+            dedup.near_dup_threshold, self.sig_dir, size
         )
-        removed = edges | "Clusters" >> ConnectedComponents(o.cc_rounds)
-        if o.min_survivor_similarity <= 0:
+        removed = edges | "Clusters" >> ConnectedComponents(dedup.cc_rounds)
+        if dedup.min_survivor_similarity <= 0:
             return removed
         return {"pairs": removed, "handles": handles} | "CheckSurvivors" >> ComparePairs(
-            o.min_survivor_similarity,
+            dedup.min_survivor_similarity,
             self.sig_dir,
             size,
             diagnostic_counter("near_dup", "kept_far_from_survivor"),

@@ -1,4 +1,5 @@
-"""Options of the corpus stage: one typed, validated dataclass; every threshold documented here.
+"""Options of the corpus stage: one typed, validated dataclass in four sections (reading, cleaning,
+dedup, output), each an argument group of `albert corpus --help`; every threshold documented here.
 
 Defaults were chosen on the bundled People's Daily sample (see `benchmarks/corpus.py` and the
 figures in `pipelines/corpus/README.md`): they keep ordinary news articles and drop what is too short,
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from core.config_cli import opt
+from core.config_cli import opt, section
 from core.errors import UserError
 
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
@@ -23,12 +24,16 @@ output is published, never what it holds, so it stays out of the corpus' identit
 stage keys)."""
 
 
-@dataclass(frozen=True)
-class CorpusOptions:
-    """What the corpus holds. The fields with a help text are `albert corpus` options (each shows its
-    default in brackets); the docstring under a field says why it has that value."""
+def _check_positive(options, names: tuple[str, ...]) -> None:
+    for name in names:
+        if getattr(options, name) < 1:
+            raise UserError(f"{name} must be at least 1")
 
-    # --- reading -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReadingOptions:
+    """How the inputs are read and split into parallel work."""
+
     max_record_bytes: int = opt(
         64 << 20, "larger raw records are dead-lettered without being read into memory [%(default)s]"
     )
@@ -44,7 +49,14 @@ class CorpusOptions:
     """Uncompressed JSON-lines files are split into byte ranges of at most this size, read in
     parallel; a smaller file into up to 64 ranges of at least 1 MiB (readers/ranges.py)."""
 
-    # --- normalization ---------------------------------------------------------------------------
+    def __post_init__(self):
+        _check_positive(self, ("max_record_bytes", "wiki_streams_per_range", "jsonl_range_bytes"))
+
+
+@dataclass(frozen=True)
+class CleaningOptions:
+    """Normalization and the document-level quality filters (Chinese-oriented)."""
+
     opencc: str = opt(
         "t2s",
         "traditional -> simplified conversion: t2s, tw2sp, hk2s or off [%(default)s]",
@@ -52,7 +64,6 @@ class CorpusOptions:
     )
     """Traditional -> simplified conversion: t2s, tw2sp (Taiwan phrases), hk2s, or off."""
 
-    # --- quality filters (document level, Chinese-oriented) ----------------------------------------
     min_chars: int = opt(50, "drop documents with fewer characters (too_short) [%(default)s]")
     """Fewer non-space characters than this after cleaning: `too_short`."""
     max_chars: int = opt(1_000_000, "drop documents with more characters (too_long) [%(default)s]")
@@ -100,6 +111,20 @@ class CorpusOptions:
     """Gopher's own word-level values, for documents that are not Chinese (CJK ratio < 0.5), where
     character n-grams repeat by nature (` the `, `tion `)."""
 
+    def __post_init__(self):
+        if self.opencc not in OPENCC_CONFIGS:
+            raise UserError(f"--opencc must be one of {', '.join(OPENCC_CONFIGS)}, not {self.opencc!r}")
+        for name in ("min_cjk_ratio", "min_terminal_ratio", "max_dup_line_ratio", "max_dup_line_char_ratio"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise UserError(f"{name} must lie in [0, 1]")
+        if self.min_chars < 0 or self.max_chars <= self.min_chars:
+            raise UserError("need 0 <= min_chars < max_chars")
+
+
+@dataclass(frozen=True)
+class DedupOptions:
+    """Deduplication: lines repeated across documents (C4-style), exact and near duplicates (MinHash)."""
+
     # --- line-level rules across documents (C4-style) ---------------------------------------------
     line_min_chars: int = opt(5, "shorter lines are never counted as repeated across documents [%(default)s]")
     """Lines shorter than this are never counted as repeated across documents."""
@@ -109,7 +134,7 @@ class CorpusOptions:
     """A line (digits folded) found in at least this many surviving documents is boilerplate and is
     removed from all of them; found in 2..N-1 documents it is kept only in the smallest id."""
 
-    # --- deduplication ------------------------------------------------------------------------------
+    # --- exact and near duplicates ------------------------------------------------------------------
     shingle_chars: int = opt(5, "MinHash character shingle size (Chinese) [%(default)s]")
     """Character shingle size for Chinese text (documents with a CJK ratio >= 0.5)."""
     shingle_words: int = opt(3, "MinHash word shingle size (space-separated text) [%(default)s]")
@@ -133,7 +158,22 @@ class CorpusOptions:
     """A clustered document is removed only if its signature agrees with its survivor's on at least
     this share (components can chain A~B~C with A and C far apart); others stay. 0 disables."""
 
-    # --- segmentation and output --------------------------------------------------------------------
+    def __post_init__(self):
+        if not 0.0 < self.near_dup_threshold <= 1.0:
+            raise UserError("near_dup_threshold must lie in (0, 1]")
+        _check_positive(self, ("minhash_bands", "minhash_rows", "shingle_chars", "shingle_words"))
+        if self.boilerplate_min_docs < 2:
+            raise UserError("boilerplate_min_docs must be at least 2")
+
+    @property
+    def num_perm(self) -> int:
+        return self.minhash_bands * self.minhash_rows
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """Segmentation and the output shards."""
+
     max_sentence_chars: int = opt(256, "longer sentences are split at commas, then hard-cut [%(default)s]")
     shard_chars: int = opt(64_000_000, "target characters per docs shard [%(default)s]")
     """Target characters per docs shard (the shard count follows from the kept total)."""
@@ -142,32 +182,49 @@ class CorpusOptions:
     rejected_shard_records: int = 200_000
 
     def __post_init__(self):
-        if self.opencc not in OPENCC_CONFIGS:
-            raise UserError(f"--opencc must be one of {', '.join(OPENCC_CONFIGS)}, not {self.opencc!r}")
-        for name in ("min_cjk_ratio", "min_terminal_ratio", "max_dup_line_ratio", "max_dup_line_char_ratio"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise UserError(f"{name} must lie in [0, 1]")
-        if not 0.0 < self.near_dup_threshold <= 1.0:
-            raise UserError("near_dup_threshold must lie in (0, 1]")
-        positive = ("minhash_bands", "minhash_rows", "shingle_chars", "shingle_words", "max_sentence_chars",
-                    "shard_chars", "rejected_shard_records", "max_record_bytes", "wiki_streams_per_range",
-                    "jsonl_range_bytes")  # fmt: skip
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise UserError(f"{name} must be at least 1")
+        _check_positive(self, ("max_sentence_chars", "shard_chars", "rejected_shard_records"))
         if self.shards < 0:
             raise UserError("shards must be 0 (one per shard_chars characters) or more")
-        if self.boilerplate_min_docs < 2:
-            raise UserError("boilerplate_min_docs must be at least 2")
-        if self.min_chars < 0 or self.max_chars <= self.min_chars:
-            raise UserError("need 0 <= min_chars < max_chars")
 
-    @property
-    def num_perm(self) -> int:
-        return self.minhash_bands * self.minhash_rows
+
+@dataclass(frozen=True)
+class CorpusOptions:
+    """What the corpus holds, in sections. The fields with a help text are `albert corpus` options
+    (each shows its default in brackets); the docstring under a field says why it has that value.
+
+    Outside the sections the options are flat, as on the command line: `to_dict` (the manifest's
+    `config.options`, hashed into the stage key) and `replace` take and give option names, never
+    sections, so the key of a corpus does not depend on how its options are grouped."""
+
+    reading: ReadingOptions = section(ReadingOptions, "corpus options: reading (defaults in brackets)")
+    cleaning: CleaningOptions = section(CleaningOptions, "corpus options: cleaning and quality filters")
+    dedup: DedupOptions = section(DedupOptions, "corpus options: deduplication")
+    output: OutputOptions = section(OutputOptions, "corpus options: segmentation and output")
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """{option name: value} over every section, in field order (tuples stay tuples)."""
+        out: dict = {}
+        for part in dataclasses.fields(self):
+            out.update(dataclasses.asdict(getattr(self, part.name)))
+        return out
 
     def replace(self, **changes) -> CorpusOptions:
-        return dataclasses.replace(self, **changes)
+        """These options with `changes` (option names, e.g. min_chars=100) applied, each in its
+        section. TypeError on a name no section has."""
+        by_section: dict[str, dict] = {}
+        for name, value in changes.items():
+            owner = next(
+                (p.name for p in dataclasses.fields(self) if name in _field_names(getattr(self, p.name))),
+                None,
+            )
+            if owner is None:
+                raise TypeError(f"CorpusOptions has no option {name!r}")
+            by_section.setdefault(owner, {})[name] = value
+        sections = {
+            name: dataclasses.replace(getattr(self, name), **values) for name, values in by_section.items()
+        }
+        return dataclasses.replace(self, **sections)
+
+
+def _field_names(options) -> set[str]:
+    return {f.name for f in dataclasses.fields(options)}

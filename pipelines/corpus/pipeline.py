@@ -124,7 +124,9 @@ class _Clean(beam.DoFn):
         self.spill = None
 
     def setup(self):
-        self.convert = ChineseConverter(self.opts.opencc) if self.opts.opencc != "off" else None
+        self.convert = (
+            ChineseConverter(self.opts.cleaning.opencc) if self.opts.cleaning.opencc != "off" else None
+        )
 
     def start_bundle(self):
         self.spill = SpillWriter(self.spill_dir)
@@ -211,14 +213,14 @@ def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
         refs
         | "Chars" >> beam.Map(ref_chars)
         | "TotalChars" >> beam.CombineGlobally(sum)
-        | "ShardCount" >> beam.Map(shard_count_for, opts.shard_chars, opts.shards)
+        | "ShardCount" >> beam.Map(shard_count_for, opts.output.shard_chars, opts.output.shards)
     )
     verdicts = {"ref": refs, "exact": exact, "near": near, "lines": line_removals} | "Verdicts" >> Verdicts()
     final = verdicts | "FinalPass" >> FinalPass(opts, spill_dir, tmp, beam.pvalue.AsSingleton(shard_count))
     doc_summaries = final[PIECES] | "WriteDocs" >> MergeShards(out_dir, shard_count)
     rejected = (cleaned[REJECTED], final[REJECTED]) | "AllRejected" >> beam.Flatten()
     rej_summaries = rejected | "WriteRejected" >> WriteShards(
-        out_dir, "rejected", opts.rejected_shard_records, lambda r: 1
+        out_dir, "rejected", opts.output.rejected_shard_records, lambda r: 1
     )
     (
         (doc_summaries, rej_summaries)

@@ -221,7 +221,7 @@ def run_corpus(
         "corpus",
         inputs=inputs,
         config=config,
-        seed=opts.minhash_seed,
+        seed=opts.dedup.minhash_seed,
         runner={"runner": runner, "flags": [f for f in flags if not f.startswith("--extra_package")]},
         seconds=round(seconds, 3),
         counts={

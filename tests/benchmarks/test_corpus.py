@@ -66,7 +66,7 @@ def test_in_memory_dedup_finds_planted_copies(sample_docs):
     ]
     opts = CorpusOptions()
     shingles = bench._cleaned_shingles(records + copy_records, opts)
-    sigs = {i: minhash.signature(s, opts.num_perm) for i, s in shingles.items()}
+    sigs = {i: minhash.signature(s, opts.dedup.num_perm) for i, s in shingles.items()}
     score = bench.score_merges(bench.dedup_in_memory(sigs, opts), groups, shingles)
     assert score["pairs_j_ge_0.8"] > 20 and score["recall_j_ge_0.8"] >= 0.95 and score["precision"] >= 0.99
 

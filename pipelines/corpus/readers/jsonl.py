@@ -51,7 +51,7 @@ def read_jsonl(item: dict, opts: CorpusOptions) -> Iterator[dict]:
             start, end = item.get("start", 0), item.get("end")
             stream.seek(start)
         with stream:
-            for at, line in bounded_lines(stream, start, end, opts.max_record_bytes):
+            for at, line in bounded_lines(stream, start, end, opts.reading.max_record_bytes):
                 pos = at
                 record = _line_record(item, f"{item['path']}:{at}", line, opts)
                 if record is not None:
@@ -71,7 +71,9 @@ def _line_record(item: dict, where: str, line: bytes | None, opts: CorpusOptions
     """One JSON line -> its raw record, the error record of a line that cannot be used, or None for
     a blank line."""
     if line is None:
-        return error_record(item, where, "record_too_large", f"line over {opts.max_record_bytes} bytes")
+        return error_record(
+            item, where, "record_too_large", f"line over {opts.reading.max_record_bytes} bytes"
+        )
     if not line.strip():
         return None
     try:

@@ -85,7 +85,7 @@ def split_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     if item["kind"] == "zhwiki" and item.get("index"):
         yield from _split_multistream(item, opts)
     elif item["kind"] in ("wiki2019zh", "news2016zh") and compression(item["path"]) is None:
-        step = jsonl_step(item["size"], opts.jsonl_range_bytes)
+        step = jsonl_step(item["size"], opts.reading.jsonl_range_bytes)
         for start in range(0, max(1, item["size"]), step):
             yield {**item, "start": start, "end": min(item["size"], start + step)}
     else:
@@ -100,7 +100,7 @@ def _split_multistream(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     try:
         ranges, streams = [], []
         for offset, pages in iter_index_streams(item["index"]):
-            if len(streams) == opts.wiki_streams_per_range:
+            if len(streams) == opts.reading.wiki_streams_per_range:
                 ranges.append(streams)
                 streams = []
             streams.append([offset, pages])

@@ -35,7 +35,7 @@ def read_text(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     try:
         stream = open_decompressed(item)
         with stream:
-            for _, raw in bounded_lines(stream, 0, None, opts.max_record_bytes):
+            for _, raw in bounded_lines(stream, 0, None, opts.reading.max_record_bytes):
                 lineno += 1
                 if raw is not None and not raw.strip():
                     if lines or bad:
@@ -48,9 +48,12 @@ def read_text(item: dict, opts: CorpusOptions) -> Iterator[dict]:
                     first_line = lineno
                 if bad is not None:
                     continue
-                size += len(raw) if raw is not None else opts.max_record_bytes + 1
-                if raw is None or size > opts.max_record_bytes:
-                    bad, lines = ("record_too_large", f"document over {opts.max_record_bytes} bytes", b""), []
+                size += len(raw) if raw is not None else opts.reading.max_record_bytes + 1
+                if raw is None or size > opts.reading.max_record_bytes:
+                    bad, lines = (
+                        ("record_too_large", f"document over {opts.reading.max_record_bytes} bytes", b""),
+                        [],
+                    )
                     continue
                 try:
                     lines.append(raw.decode("utf-8").rstrip("\r\n"))

@@ -157,9 +157,9 @@ def _read_dump(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     try:
         stream = open_decompressed(item)
         with stream:
-            for blob, n in iter_page_blobs(stream, opts.max_record_bytes):
+            for blob, n in iter_page_blobs(stream, opts.reading.max_record_bytes):
                 done = stream.done()  # bytes of the file behind the pages read
-                yield page_record(item, blob, f"{where0}#page{n}", opts.max_record_bytes)
+                yield page_record(item, blob, f"{where0}#page{n}", opts.reading.max_record_bytes)
     except STREAM_ERRORS as err:
         end = item.get("end") or item.get("size") or done
         yield rest_lost(item, f"{where0}#page{n + 1}", err, n + 1, done, end)
@@ -190,14 +190,14 @@ class _Bz2Dump:
 
     def release(self) -> dict:
         blob, where, stream, _, fed = self.held.popleft()
-        record = page_record(self.item, blob, where, self.opts.max_record_bytes)
+        record = page_record(self.item, blob, where, self.opts.reading.max_record_bytes)
         self.got.setdefault(self.segment(stream), []).append(record.get("id"))
         self.kept += 1
         self.kept_upto = max(self.kept_upto, fed)
         return record
 
     def read(self) -> Iterator[dict]:
-        splitter = PageSplitter(self.opts.max_record_bytes)
+        splitter = PageSplitter(self.opts.reading.max_record_bytes)
         path, out_at, stream, n = self.item["path"], 0, self.start, 0
         with storage.open_read(path) as f:
             for event in iter_bz2(f, self.start, self.end, self.firsts[1:]):

@@ -69,7 +69,7 @@ def test_outputs_and_manifest_last(corpus):
     assert (
         all("sha256" in e for e in manifest["inputs"]) and len(manifest["inputs"]) >= 6
     )  # dumps + index + ...
-    assert manifest["config"]["options"]["minhash_bands"] == CorpusOptions().minhash_bands
+    assert manifest["config"]["options"]["minhash_bands"] == CorpusOptions().dedup.minhash_bands
 
 
 def test_accounting_invariant_in_stats_and_files(corpus, corpus_inputs):

@@ -56,7 +56,7 @@ def test_cli_passes_unknown_options_to_beam():
     )
     assert args.runner == "DataflowRunner" and args.min_chars == 80
     assert args.beam_args == DATAFLOW_ARGS[2:]
-    assert cli.options_from_args(args).min_chars == 80
+    assert cli.options_from_args(args).cleaning.min_chars == 80
 
 
 def test_dataflow_options_and_staged_worker_package(tmp_path):

@@ -54,7 +54,7 @@ def _handles(folder, sigs: dict[str, bytes]):
 
 def _doc_signatures(texts: dict[str, str], opts: CorpusOptions):
     return {
-        i: minhash.signature(minhash.shingles(t, opts.shingle_chars), opts.num_perm).tobytes()
+        i: minhash.signature(minhash.shingles(t, opts.dedup.shingle_chars), opts.dedup.num_perm).tobytes()
         for i, t in texts.items()
     }
 

@@ -3,9 +3,14 @@ are pinned, so that grouping the options into sections changes neither."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
+import pytest
+
+from core.errors import UserError
 from flows.build_corpus import corpus_key
+from pipelines.corpus.cli import add_arguments
 from pipelines.corpus.options import CorpusOptions
 
 # CorpusOptions().to_dict() as the manifest stores it (json.dumps keeps the order of the fields).
@@ -34,3 +39,55 @@ def test_corpus_stage_key_of_the_bundled_sample_is_pinned():
     assert corpus_key.fn(["peoples-daily:"], {})[0] == "90b361284be32ed4"
     overrides = {"min_chars": 100, "opencc": "off", "minhash_bands": 10}
     assert corpus_key.fn(["peoples-daily:"], overrides)[0] == "99d00759d0f22f94"
+
+
+def test_replace_takes_option_names_and_puts_each_in_its_section():
+    opts = CorpusOptions().replace(min_chars=100, minhash_bands=10, shards=3, jsonl_range_bytes=1 << 20)
+    assert opts.cleaning.min_chars == 100 and opts.dedup.minhash_bands == 10
+    assert opts.output.shards == 3 and opts.reading.jsonl_range_bytes == 1 << 20
+    assert opts.dedup.num_perm == 10 * CorpusOptions().dedup.minhash_rows
+    with pytest.raises(TypeError, match="no option 'min_char'"):
+        CorpusOptions().replace(min_char=100)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"opencc": "s2t"}, "--opencc must be one of"),
+        ({"min_chars": 10, "max_chars": 10}, "need 0 <= min_chars < max_chars"),
+        ({"min_cjk_ratio": 1.5}, r"min_cjk_ratio must lie in \[0, 1\]"),
+        ({"near_dup_threshold": 0}, r"near_dup_threshold must lie in \(0, 1\]"),
+        ({"boilerplate_min_docs": 1}, "boilerplate_min_docs must be at least 2"),
+        ({"minhash_rows": 0}, "minhash_rows must be at least 1"),
+        ({"wiki_streams_per_range": 0}, "wiki_streams_per_range must be at least 1"),
+        ({"shards": -1}, "shards must be 0"),
+    ],
+)
+def test_every_section_validates_its_options(changes, message):
+    with pytest.raises(UserError, match=message):
+        CorpusOptions().replace(**changes)
+
+
+def test_help_shows_one_group_per_section_with_the_same_flags():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    text = parser.format_help()
+    text = text[text.index("\n\n") :]  # after the usage lines
+    titles = [
+        "corpus options: reading",
+        "corpus options: cleaning and quality filters",
+        "corpus options: deduplication",
+        "corpus options: segmentation and output",
+    ]
+    assert [text.index(t) for t in titles] == sorted(text.index(t) for t in titles)
+    assert text.index("--jsonl-range-bytes") < text.index(titles[1]) < text.index("--min-chars")
+    assert (
+        text.index(titles[2]) < text.index("--minhash-bands") < text.index(titles[3]) < text.index("--shards")
+    )
+    flags = {f"--{name.replace('_', '-')}" for name in CorpusOptions().to_dict()}
+    shown = {flag for flag in flags if flag in text}
+    assert shown == flags - {  # the options without a flag, as before
+        "--max-top-ngram-ratio", "--max-dup-ngram-ratio", "--max-top-word-ngram-ratio",
+        "--max-dup-word-ngram-ratio", "--minhash-seed", "--max-bucket-pairs", "--cc-rounds",
+        "--min-survivor-similarity", "--rejected-shard-records",
+    }  # fmt: skip

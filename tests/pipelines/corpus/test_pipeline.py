@@ -70,7 +70,7 @@ def test_clean_documents_tags_outputs_and_dead_letters_failures(tmp_path):
     assert [name.rsplit(".", 1)[1] for name in spills] == ["jsonl", "sig"]  # one spill file
     (doc,) = [json.loads(line) for line in open(tmp_path / "spill" / spills[0], encoding="utf-8")]
     assert doc["id"] == "text:good" and doc["lines"] == [BODY]
-    assert os.path.getsize(tmp_path / "spill" / spills[1]) == OPTS.num_perm * 4  # its signature
+    assert os.path.getsize(tmp_path / "spill" / spills[1]) == OPTS.dedup.num_perm * 4  # its signature
 
 
 def _run_stage_on(records, out_dir, opts=OPTS):
