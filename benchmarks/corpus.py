@@ -32,8 +32,8 @@ import numpy as np
 
 from benchmarks.report import add_json_argument, report, write_json
 from pipelines.corpus import clean, minhash
-from pipelines.corpus.normalize import ChineseConverter
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.text_cleaning import ChineseConverter
 
 PLANTED = "planted.json"  # the planted copies, news2016zh lines: their ids are news2016zh:planted.json:ID
 DEFAULT_EDIT_RATES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3)

@@ -14,7 +14,7 @@ Word starts (`token_boundary` in the instance schema, and the unit of whole-word
 - `none`: every piece is a word (token-level masking).
 
 Normalization happens once, before both the segmenter and SentencePiece (`TextNormalizer`, in
-core.text_normalizer: the model's compiled table, or the Python rules of older identity
+core.tokenizer_normalizer: the model's compiled table, or the Python rules of older identity
 vocabularies), and pieces are then cut from the normalized text with an identity normalizer, so the
 pieces' surfaces concatenate back to exactly the normalized text and offsets are a cumulative sum of
 piece lengths. Runs holding an unknown piece (whose surface length is not in the vocabulary) are re-encoded as
@@ -37,8 +37,8 @@ import numpy as np
 
 from core.errors import UserError
 from core.schema import CLS_PIECE, MASK_PIECE, PAD_ID, SEP_PIECE, UNK_ID
-from core.text_normalizer import TextNormalizer, identity_model, is_cjk_char
-from core.text_normalizer import normalize as normalize  # the Python rules, for the tokenizer's users
+from core.tokenizer_normalizer import TextNormalizer, identity_model, is_cjk_char
+from core.tokenizer_normalizer import normalize as normalize  # the Python rules, for the tokenizer's users
 
 WholeWord = Literal["zh", "sp", "gold", "none"]
 WHOLE_WORD_MODES = ("zh", "sp", "gold", "none")

@@ -73,22 +73,22 @@ def remove_own(out_dir: str, own: Sequence[str]) -> None:
     for pattern in own:
         path = storage.join(out_dir, pattern)
         paths = storage.glob(path) if storage.has_glob(pattern) else [path]
-        for p in paths:
+        for found in paths:
             try:
-                storage.remove(p, recursive=True)
+                storage.remove(found, recursive=True)
             except OSError as err:
-                _log.debug("could not remove %s: %s", p, err)
+                _log.debug("could not remove %s: %s", found, err)
 
 
 def _interrupt_in(err: BaseException) -> BaseException | None:
     """The Interrupted or KeyboardInterrupt that `err` is, or that Beam wrapped into it."""
     seen: list[BaseException] = []
-    e: BaseException | None = err
-    while e is not None and not any(e is s for s in seen):
-        if isinstance(e, Interrupted | KeyboardInterrupt):
-            return e
-        seen.append(e)
-        e = e.__cause__ or e.__context__
+    current: BaseException | None = err
+    while current is not None and not any(current is earlier for earlier in seen):
+        if isinstance(current, Interrupted | KeyboardInterrupt):
+            return current
+        seen.append(current)
+        current = current.__cause__ or current.__context__
     return None
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.text_normalizer import TextNormalizer, count_bad_chars, normalize, normalize_many
 from core.tfrecord import frame_record
 from core.tokenizer import EncodedDoc, Tokenizer, WholeWord
+from core.tokenizer_normalizer import TextNormalizer, count_bad_chars, normalize, normalize_many
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.packing import PackingConfig, assemble, plan_chunks
 from pipelines.tfexample import encode_examples

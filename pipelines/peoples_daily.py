@@ -73,17 +73,19 @@ def _sentences_with_words(words: list[str]) -> tuple[list[str], list[list[str]]]
     found by `split_sentences` inside a word moves to that word's end."""
     text = "".join(words)
     ends, pos = [], 0
-    for s in split_sentences(text, max_chars=10**9):
-        pos = text.index(s, pos) + len(s)
+    for sentence in split_sentences(text, max_chars=10**9):
+        pos = text.index(sentence, pos) + len(sentence)
         ends.append(pos)
-    sentences, sent_words, cur, offset, k = [], [], [], 0, 0
-    for w in words:
-        cur.append(w)
-        offset += len(w)
+    sentences, sent_words, cur, offset, next_end = [], [], [], 0, 0
+    for word in words:
+        cur.append(word)
+        offset += len(word)
         crossed = False
-        while k < len(ends) and ends[k] <= offset:  # a sentence end inside or at the end of this word
+        while (
+            next_end < len(ends) and ends[next_end] <= offset
+        ):  # a sentence end inside or at this word's end
             crossed = True
-            k += 1
+            next_end += 1
         if crossed or offset == len(text):
             sentence = "".join(cur).strip()
             if sentence:

@@ -6,7 +6,7 @@ Daily sample's gold words, on NFKC-normalised text, ignoring white space.
 
 from __future__ import annotations
 
-from core.text_normalizer import normalize
+from core.tokenizer_normalizer import normalize
 
 
 def _spans(words: list[str]) -> set[tuple[int, int]]:

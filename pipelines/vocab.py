@@ -3,13 +3,13 @@
 pad = 0, unk = 1, control symbols [CLS] [SEP] [MASK]; no BOS/EOS.
 
 Normalization (`--normalization`):
-- `compiled` (default): the rules of `pipelines.normalization` (white space, control characters, NFKC,
+- `compiled` (default): the rules of `pipelines.vocab_normalization` (white space, control characters, NFKC,
   traditional to simplified, ALBERT's quote rule) are compiled into the model's normalizer, with
   SentencePiece's dummy prefix (a "▁" before each text, as Google's ALBERT vocabularies have). Every
   consumer of `spm.model` then normalizes the same way: our instance stage, fine-tuning and
   `albert tokenize`, the sentencepiece library, and transformers' AlbertTokenizer.
 - `python`: the vocabularies made before: SentencePiece's identity normalizer, no dummy prefix, and
-  `text_normalizer.normalize` (NFKC, controls removed, white space folded) applied in Python by each
+  `tokenizer_normalizer.normalize` (NFKC, controls removed, white space folded) applied in Python by each
   consumer of this project. Kept to reproduce those vocabularies; other tools cannot normalize as it.
 
 `split_cjk` (default on) makes every frequent CJK character and punctuation mark its own piece (as in
@@ -45,8 +45,8 @@ from core.config_cli import add_arguments as add_options
 from core.config_cli import from_args, opt, section
 from core.errors import StageFailed, UserError
 from core.schema import CONTROL_PIECES
-from core.text_normalizer import is_cjk_char, normalize
-from pipelines.normalization import rules_tsv
+from core.tokenizer_normalizer import is_cjk_char, normalize
+from pipelines.vocab_normalization import rules_tsv
 
 NORMALIZATIONS = ("compiled", "python")
 OUTPUTS = ("spm.model", "spm.vocab")  # written by write_vocab, before manifest.json
@@ -97,13 +97,13 @@ def reservoir_sample(sentences: Iterable[str], k: int, seed: int) -> tuple[list[
     rng = random.Random(seed)
     sample: list[str] = []
     seen = 0
-    for s in sentences:
+    for sentence in sentences:
         if len(sample) < k:
-            sample.append(s)
+            sample.append(sentence)
         else:
-            j = rng.randrange(seen + 1)
-            if j < k:
-                sample[j] = s
+            slot = rng.randrange(seen + 1)
+            if slot < k:
+                sample[slot] = sentence
         seen += 1
     return sample, seen
 
@@ -115,9 +115,10 @@ def _atomic(ch: str) -> bool:
 def atomic_symbols(sentences: list[str], config: VocabConfig) -> list[str]:
     """The characters that become single pieces, most frequent first (ties by code point): CJK
     characters and punctuation, as BERT's basic tokenizer splits them."""
-    counts = collections.Counter(ch for s in sentences for ch in s if _atomic(ch))
+    counts = collections.Counter(ch for sentence in sentences for ch in sentence if _atomic(ch))
     frequent = sorted(
-        (c for c, n in counts.items() if n >= config.min_cjk_count), key=lambda c: (-counts[c], c)
+        (ch for ch, count in counts.items() if count >= config.min_cjk_count),
+        key=lambda ch: (-counts[ch], ch),
     )
     return frequent[: int(config.vocab_size * config.max_cjk_fraction)]
 
@@ -130,10 +131,10 @@ def train_vocab(
     import sentencepiece as spm
 
     if config.normalization == "compiled":
-        from pipelines.normalization import apply_rules as normalize_text
+        from pipelines.vocab_normalization import apply_rules as normalize_text
     else:
         normalize_text = normalize
-    normalized = (t for t in (normalize_text(s) for s in sentences) if t)
+    normalized = (text for text in map(normalize_text, sentences) if text)
     sample, seen = reservoir_sample(normalized, config.sample_sentences, config.seed)
     if not sample:
         raise StageFailed(f"no text to train a vocabulary on: {source} holds no non-empty sentence")
@@ -191,10 +192,10 @@ def user_defined_to_normal(proto: bytes) -> bytes:
 
 def _primitive_root(piece: str) -> tuple[str, int]:
     """(w, k) with piece == w * k and k largest ("111" -> ("1", 3), "abab" -> ("ab", 2))."""
-    n = len(piece)
-    for size in range(1, n // 2 + 1):
-        if n % size == 0 and piece[:size] * (n // size) == piece:
-            return piece[:size], n // size
+    length = len(piece)
+    for size in range(1, length // 2 + 1):
+        if length % size == 0 and piece[:size] * (length // size) == piece:
+            return piece[:size], length // size
     return piece, 1
 
 
@@ -210,14 +211,15 @@ def drop_repeated_powers(proto: bytes) -> tuple[bytes, int]:
     model = pb.ModelProto.FromString(proto)
     normal = pb.ModelProto.SentencePiece.NORMAL
     shortest: dict[str, int] = {}
-    for p in model.pieces:
-        if p.type == normal:
-            root, k = _primitive_root(p.piece)
-            shortest[root] = min(shortest.get(root, k), k)
+    for piece in model.pieces:
+        if piece.type == normal:
+            root, repeats = _primitive_root(piece.piece)
+            shortest[root] = min(shortest.get(root, repeats), repeats)
     keep = [
-        p
-        for p in model.pieces
-        if p.type != normal or _primitive_root(p.piece)[1] == shortest[_primitive_root(p.piece)[0]]
+        piece
+        for piece in model.pieces
+        if piece.type != normal
+        or _primitive_root(piece.piece)[1] == shortest[_primitive_root(piece.piece)[0]]
     ]
     dropped = len(model.pieces) - len(keep)
     if dropped:

@@ -30,7 +30,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from core import storage
 from core.errors import StageFailed
 from pipelines.corpus.readers.ids import natural_key
-from pipelines.deadletter import check_dead_letters
+from pipelines.dead_letter_limit import check_dead_letter_limit
 
 NS = "corpus"
 
@@ -72,7 +72,7 @@ def rejected_counter(source: str, reason: str, dead_letter: bool) -> str:
 
 
 def rejected_counter_of(rec: dict) -> str:
-    """The counter of a rejected record (clean.rejected, readers/errors.py)."""
+    """The counter of a rejected record (clean.rejected, readers/error_records.py)."""
     return rejected_counter(rec["source"], rec["reason"], rec["dead_letter"])
 
 
@@ -102,7 +102,7 @@ def increment(name: str, amount: int = 1) -> None:
 
 def weight(rec: dict) -> int:
     """How many records a rejected record stands for: 1, or the records a dead letter of damaged
-    input lost (readers/errors.py)."""
+    input lost (readers/error_records.py)."""
     return rec["lost"]["records"] if "lost" in rec else 1
 
 
@@ -165,7 +165,7 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
     index, pages the index lists = pages read + pages lost, per dump.
 
     `read` counts every record of the inputs as far as it is known: the ones read, and the ones that
-    damaged input lost (dead letters, readers/errors.py); `lost` says how many of those were lost,
+    damaged input lost (dead letters, readers/error_records.py); `lost` says how many of those were lost,
     how many of them are estimates (no index to name them), and the compressed bytes lost."""
     stats = {
         "read": 0,
@@ -287,7 +287,7 @@ def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) ->
     read = stats["read"]
     if read == 0:
         raise StageFailed("the sources yielded no record (empty files?); no manifest written")
-    check_dead_letters(
+    check_dead_letter_limit(
         stats["dead_letter"],
         read,
         max_dead_letter_fraction,
@@ -296,7 +296,8 @@ def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) ->
         note=_lost_note(stats),
     )
     if stats["kept"] == 0:
-        dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
+        by_count = sorted(stats["dropped"].items(), key=lambda kv: -kv[1])
+        dropped = ", ".join(f"{reason} {count}" for reason, count in by_count)
         raise StageFailed(
             f"no document kept of {read} read (dropped: {dropped}); check the inputs or loosen the "
             f"filters (e.g. --min-chars, --min-cjk-ratio); no manifest written"
@@ -305,7 +306,7 @@ def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) ->
 
 def counts_from_summaries(summaries: list[dict]) -> dict[str, int]:
     total: dict[str, int] = {}
-    for s in summaries:
-        for k, v in s["counts"].items():
-            total[k] = total.get(k, 0) + v
+    for summary in summaries:
+        for key, count in summary["counts"].items():
+            total[key] = total.get(key, 0) + count
     return total

@@ -17,8 +17,8 @@ from __future__ import annotations
 import xxhash
 
 from pipelines.corpus import filters, minhash, wikitext
-from pipelines.corpus.normalize import ChineseConverter, normalize_text
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.text_cleaning import ChineseConverter, normalize_text
 from pipelines.documents import make_document
 from pipelines.sentences import split_paragraphs
 
@@ -49,8 +49,8 @@ def rejected(
     }
 
 
-def dead_letter(error_record: dict) -> dict:
-    """A reader's error record as a rejected record (with its `lost` count: readers/errors.py)."""
+def rejected_unreadable(error_record: dict) -> dict:
+    """A reader's error record as a rejected record (with its `lost` count: readers/error_records.py)."""
     rec = rejected(error_record, error_record["error"], "read", dead_letter=True)
     if "lost" in error_record:
         rec["lost"] = error_record["lost"]

@@ -154,12 +154,12 @@ def exceeds_top_ngram_limits(units: np.ndarray, limits) -> bool:
 
 
 def length_filter(lines: list[str], text: str, opts: CorpusOptions) -> str | None:
-    n = count_chars(lines)
-    if n == 0:
+    chars = count_chars(lines)
+    if chars == 0:
         return "empty"
-    if n < opts.cleaning.min_chars:
+    if chars < opts.cleaning.min_chars:
         return "too_short"
-    if n > opts.cleaning.max_chars:
+    if chars > opts.cleaning.max_chars:
         return "too_long"
     return None
 

@@ -62,8 +62,8 @@ def ref_chars(kv) -> int:
     return ref[REF_CHARS]
 
 
-def shard_of(doc_id, n: int) -> int:
-    return xxhash.xxh64_intdigest(str(doc_id).encode("utf-8")) % n
+def shard_of(doc_id, shard_count: int) -> int:
+    return xxhash.xxh64_intdigest(str(doc_id).encode("utf-8")) % shard_count
 
 
 def shard_name(prefix: str, index: int, count: int) -> str:
@@ -151,8 +151,8 @@ class _FinalPass(beam.DoFn):
                 kept, dropped, removed = clean.finalize_document(
                     [doc], exact, near, {tuple(r) for r in removals}, self.opts
                 )
-                for rule, n in removed.items():
-                    increment(lines_removed_counter(rule), n)
+                for rule, lines in removed.items():
+                    increment(lines_removed_counter(rule), lines)
             else:
                 reason, detail = verdict  # reject_verdict
                 kept, dropped = [], [clean.rejected(doc, reason, "dedup", detail)]
@@ -234,13 +234,13 @@ class _MergeShard(beam.DoFn):
                 yield line
 
         data = _gzip_lines(tallied_lines())
-        for key, n in by_key.items():
-            increment(key, n)
+        for key, records in by_key.items():
+            increment(key, records)
         yield _write_shard(self.out_dir, "docs", index, count, data, sum(by_key.values()), by_key)
 
 
-def _every_shard(n: int):
-    return [(i, None) for i in range(n)]
+def _every_shard(shard_count: int):
+    return [(index, None) for index in range(shard_count)]
 
 
 class MergeShards(beam.PTransform):
@@ -310,7 +310,9 @@ class WriteShards(beam.PTransform):
             | "ShardCount" >> beam.Map(shard_count_for, per_shard, fixed)
         )
         count_si = beam.pvalue.AsSingleton(count)
-        keyed = records | "Key" >> beam.Map(lambda r, n: (shard_of(r["id"], n), r), n=count_si)
+        keyed = records | "Key" >> beam.Map(
+            lambda rec, shard_count: (shard_of(rec["id"], shard_count), rec), shard_count=count_si
+        )
         markers = count | "EveryShard" >> beam.FlatMap(_every_shard)
         return (
             (keyed, markers)

@@ -86,15 +86,17 @@ class _Batch(beam.DoFn):
 
     def _drain(self):
         batches, self.buffer, self.size = self.buffer, {}, 0
-        return [(p, marshal.dumps((self.tag, entries))) for p, entries in sorted(batches.items())]
+        return [
+            (partition, marshal.dumps((self.tag, entries))) for partition, entries in sorted(batches.items())
+        ]
 
     def process(self, element):
         buffer, partitions = self.buffer, self.partitions
         for entry in self.explode(element):
-            p = _key_hash(entry[0]) % partitions
-            entries = buffer.get(p)
+            partition = _key_hash(entry[0]) % partitions
+            entries = buffer.get(partition)
             if entries is None:
-                entries = buffer[p] = []
+                entries = buffer[partition] = []
             entries.append(entry)
             self.size += 1
             if self.size >= self.flush:
@@ -122,7 +124,7 @@ def _regroup(kv, tags: tuple | None, then):
     for key in sorted(groups):
         grouped = groups.pop(key)
         if tags is not None:
-            by_tag = {t: [] for t in tags}
+            by_tag = {name: [] for name in tags}
             for tag, value in grouped:
                 by_tag[tag].append(value)
             grouped = by_tag

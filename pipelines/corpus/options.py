@@ -214,7 +214,11 @@ class CorpusOptions:
         by_section: dict[str, dict] = {}
         for name, value in changes.items():
             owner = next(
-                (p.name for p in dataclasses.fields(self) if name in _field_names(getattr(self, p.name))),
+                (
+                    part.name
+                    for part in dataclasses.fields(self)
+                    if name in _field_names(getattr(self, part.name))
+                ),
                 None,
             )
             if owner is None:

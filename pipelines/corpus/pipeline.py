@@ -42,11 +42,11 @@ from pipelines.corpus.finalize import (
     ref_chars,
     shard_count_for,
 )
-from pipelines.corpus.normalize import ChineseConverter
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.ids import file_key
 from pipelines.corpus.sources import read_work, split_work
 from pipelines.corpus.spill import SPILL_DIR, SpillWriter
+from pipelines.corpus.text_cleaning import ChineseConverter
 
 TMP_DIR = "_tmp"
 SUMMARY = "summary.json"
@@ -57,7 +57,7 @@ SUMMARY = "summary.json"
 
 class _ReadWork(beam.DoFn):
     """A work item -> its raw records. Counts them: `read/<source>` per record (a dead letter of lost
-    records counts as that many: readers/errors.py), and per file (`file/<what>/KIND:NAME`,
+    records counts as that many: readers/error_records.py), and per file (`file/<what>/KIND:NAME`,
     readers/ids.py) what damaged input lost and, for a dump with its multistream index, the pages it
     lists and the pages read (the index invariant). Only those: a corpus of a thousand files should
     not make a thousand counters."""
@@ -71,14 +71,14 @@ class _ReadWork(beam.DoFn):
         key, read = file_key(item), 0
         for record in read_work(item, self.opts):
             lost = record.get("lost")
-            n = lost["records"] if lost else 1
-            increment(read_counter(record["source"]), n)
-            read += n
+            records = lost["records"] if lost else 1
+            increment(read_counter(record["source"]), records)
+            read += records
             if lost:
-                increment(file_counter("lost_records", key), n)
+                increment(file_counter("lost_records", key), records)
                 increment(file_counter("lost_bytes", key), lost["bytes"])
                 if lost["estimated"]:
-                    increment(file_counter("lost_estimated", key), n)
+                    increment(file_counter("lost_estimated", key), records)
                 if lost["rest_unknown"]:
                     increment(file_counter("lost_rest_unknown", key))
             yield record
@@ -136,7 +136,7 @@ class _Clean(beam.DoFn):
 
     def process(self, record):
         if "error" in record:
-            rec = clean.dead_letter(record)
+            rec = clean.rejected_unreadable(record)
         else:
             try:
                 verdict, rec, removed = clean.clean_record(record, self.opts, self.convert)
@@ -152,8 +152,8 @@ class _Clean(beam.DoFn):
                 rec = clean.rejected(
                     record, "processing_error", "clean", f"{type(err).__name__}: {err}", True
                 )
-            for rule, n in removed.items():
-                increment(lines_removed_counter(rule), n)
+            for rule, lines in removed.items():
+                increment(lines_removed_counter(rule), lines)
             if verdict == "doc":
                 text_hash, sig, line_keys = fingerprints
                 stem, position = self.spill.add(doc, sig)
@@ -185,9 +185,9 @@ class CleanDocuments(beam.PTransform):
 # --- the whole stage ------------------------------------------------------------------------------------------
 
 
-def build_pipeline(p: beam.Pipeline, items: list[dict], out_dir: str, opts: CorpusOptions) -> None:
-    """Add the whole corpus stage to pipeline `p`."""
-    records = p | "ReadSources" >> ReadSources(items, opts)
+def build_pipeline(pipeline: beam.Pipeline, items: list[dict], out_dir: str, opts: CorpusOptions) -> None:
+    """Add the whole corpus stage to `pipeline`."""
+    records = pipeline | "ReadSources" >> ReadSources(items, opts)
     spill_dir = storage.join(out_dir, TMP_DIR, SPILL_DIR)
     cleaned = records | "CleanDocuments" >> CleanDocuments(opts, spill_dir)
     finish_stage(cleaned, out_dir, opts)

@@ -65,8 +65,8 @@ def render_page(toks: list, rules: Rules) -> list[str]:
     out: list[str] = []
     walker = _Walker(toks, rules)
     skip_level = 0  # inside a dropped section of this heading level (0: not skipping)
-    i, n = 0, len(toks)
-    while i < n:
+    i, count = 0, len(toks)
+    while i < count:
         tok = toks[i]
         if type(tok) is T.HeadingStart:
             level = tok["level"]
@@ -149,10 +149,10 @@ class _Walker:
         nests its constructs properly, so counting this construct's own opens and closes suffices."""
         toks, depth = self.toks, 0
         while True:
-            t = type(toks[i])
-            if t is open_type:
+            token_type = type(toks[i])
+            if token_type is open_type:
                 depth += 1
-            elif t is close_type:
+            elif token_type is close_type:
                 depth -= 1
                 if depth == 0:
                     return i + 1

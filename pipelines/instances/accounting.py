@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from core import storage
 from core.errors import StageFailed
-from pipelines.deadletter import check_dead_letters
+from pipelines.dead_letter_limit import check_dead_letter_limit
 from pipelines.instance_builder import InstanceConfig
 
 LEGITIMATE_SKIPS = ("empty",)  # skip reasons that are no dead letter (see the module docstring)
@@ -74,7 +74,9 @@ def check_accounting(stats: dict, written: list[str]) -> None:
 
 def dead_letters(stats: dict) -> dict[str, int]:
     """Skipped documents that are dead letters, by reason (every skip but LEGITIMATE_SKIPS)."""
-    return {r: n for r, n in stats.get("skipped", {}).items() if r not in LEGITIMATE_SKIPS}
+    return {
+        reason: count for reason, count in stats.get("skipped", {}).items() if reason not in LEGITIMATE_SKIPS
+    }
 
 
 def check_outcome(
@@ -91,7 +93,7 @@ def check_outcome(
     if read == 0:
         raise StageFailed(f"{source} holds no document (nothing but blank lines); no manifest written")
     dead = dead_letters(stats)
-    check_dead_letters(
+    check_dead_letter_limit(
         dead,
         read,
         max_dead_letter_fraction,

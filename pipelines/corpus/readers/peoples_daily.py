@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pipelines.corpus.readers.errors import error_record
+from pipelines.corpus.readers.error_records import error_record
 from pipelines.corpus.readers.ids import native_id
 from pipelines.documents import UnreadableFile
 

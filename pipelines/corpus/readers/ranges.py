@@ -36,7 +36,7 @@ def _index_lines(index_path: str) -> Iterator[bytes]:
 def iter_index_streams(index_path: str) -> Iterator[tuple[int, int]]:
     """(offset, pages) of every stream a multistream index (`offset:pageid:title` lines) lists, in
     file order."""
-    last, n = None, 0
+    last, pages = None, 0
     for line in _index_lines(index_path):
         head = line.split(b":", 1)[0]
         if not head.strip():
@@ -44,11 +44,11 @@ def iter_index_streams(index_path: str) -> Iterator[tuple[int, int]]:
         offset = int(head)
         if offset != last:
             if last is not None:
-                yield last, n
-            last, n = offset, 0
-        n += 1
+                yield last, pages
+            last, pages = offset, 0
+        pages += 1
     if last is not None:
-        yield last, n
+        yield last, pages
 
 
 def index_pages(index_path: str, offsets: set[int]) -> dict[int, list[tuple[str, str]]]:
@@ -127,10 +127,10 @@ class _Range(io.RawIOBase):
         return True
 
     def readinto(self, b):
-        n = len(b) if self.left is None else min(len(b), self.left)
-        if n <= 0:
+        size = len(b) if self.left is None else min(len(b), self.left)
+        if size <= 0:
             return 0
-        data = self.f.read(n)
+        data = self.f.read(size)
         b[: len(data)] = data
         if self.left is not None:
             self.left -= len(data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pipelines.corpus.options import CorpusOptions
-from pipelines.corpus.readers.errors import STREAM_ERRORS, error_record, rest_lost
+from pipelines.corpus.readers.error_records import STREAM_ERRORS, error_record, rest_lost
 from pipelines.corpus.readers.ranges import bounded_lines, open_decompressed
 from pipelines.documents import content_id
 

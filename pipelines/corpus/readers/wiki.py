@@ -6,7 +6,7 @@ and reading goes on at the next stream. A page is handed out only once the bz2 C
 checked (at the end of its stream, or `BLOCK_OUTPUT_MAX` later in a stream that long): a damaged
 block hands out garbage before its CRC fails, and a page of garbage must not pass for an article.
 
-What a damage costs is said in the dead letter (readers/errors.py `lost`). With the index, a work
+What a damage costs is said in the dead letter (readers/error_records.py `lost`). With the index, a work
 item lists its streams and how many pages each holds: every page of a damaged stream that was not
 handed out is one dead letter with its id and title (read from the index), and pages read + pages
 lost = pages the index lists (the stage checks it per dump). Without the index the lost pages are
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from core import storage
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.bz2streams import BLOCK_OUTPUT_MAX, iter_bz2
-from pipelines.corpus.readers.errors import (
+from pipelines.corpus.readers.error_records import (
     STREAM_ERRORS,
     error_record,
     estimate,
@@ -86,17 +86,17 @@ class PageSplitter:
 
 
 def iter_page_blobs(stream, max_bytes: int) -> Iterator[tuple[bytes | None, int]]:
-    """(blob, n) for page n of a decompressed MediaWiki XML stream (PageSplitter); EOFError when the
-    stream ends inside a page."""
-    splitter, n = PageSplitter(max_bytes), 0
+    """(blob, page) for every page (numbered from 0) of a decompressed MediaWiki XML stream
+    (PageSplitter); EOFError when the stream ends inside a page."""
+    splitter, page = PageSplitter(max_bytes), 0
     # read1: what is decompressed so far comes back before a truncated stream raises
     read = stream.read1 if hasattr(stream, "read1") else stream.read
     while chunk := read(CHUNK):
         for blob in splitter.feed(chunk):
-            yield blob, n
-            n += 1
+            yield blob, page
+            page += 1
     if splitter.inside_page:
-        raise EOFError(f"stream ended inside page {n}")
+        raise EOFError(f"stream ended inside page {page}")
 
 
 def _wiki_url(path: str, page_id: str) -> str:
@@ -153,16 +153,16 @@ def read_wiki_pages(item: dict, opts: CorpusOptions) -> Iterator[dict]:
 def _read_dump(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     """An uncompressed or gzip dump, in one piece: a damage loses the rest of the file."""
     where0 = f"{item['path']}@{item.get('start', 0)}"
-    n, done = -1, 0
+    page, done = -1, 0
     try:
         stream = open_decompressed(item)
         with stream:
-            for blob, n in iter_page_blobs(stream, opts.reading.max_record_bytes):
+            for blob, page in iter_page_blobs(stream, opts.reading.max_record_bytes):
                 done = stream.done()  # bytes of the file behind the pages read
-                yield page_record(item, blob, f"{where0}#page{n}", opts.reading.max_record_bytes)
+                yield page_record(item, blob, f"{where0}#page{page}", opts.reading.max_record_bytes)
     except STREAM_ERRORS as err:
         end = item.get("end") or item.get("size") or done
-        yield rest_lost(item, f"{where0}#page{n + 1}", err, n + 1, done, end)
+        yield rest_lost(item, f"{where0}#page{page + 1}", err, page + 1, done, end)
 
 
 class _Bz2Dump:
@@ -198,19 +198,19 @@ class _Bz2Dump:
 
     def read(self) -> Iterator[dict]:
         splitter = PageSplitter(self.opts.reading.max_record_bytes)
-        path, out_at, stream, n = self.item["path"], 0, self.start, 0
+        path, out_at, stream, page = self.item["path"], 0, self.start, 0
         with storage.open_read(path) as f:
             for event in iter_bz2(f, self.start, self.end, self.firsts[1:]):
                 if event[0] == "data":
                     _, chunk, self.last = event
                     out_at += len(chunk)
                     for blob in splitter.feed(chunk):
-                        self.held.append((blob, f"{path}@{stream}#page{n}", stream, out_at, self.last))
-                        n += 1
+                        self.held.append((blob, f"{path}@{stream}#page{page}", stream, out_at, self.last))
+                        page += 1
                     while self.held and out_at - self.held[0][3] > BLOCK_OUTPUT_MAX:
                         yield self.release()
                 elif event[0] == "start":
-                    stream, n = event[1], 0
+                    stream, page = event[1], 0
                     self.started.add(self.segment(stream))
                 elif event[0] == "end":
                     while self.held:
@@ -224,7 +224,7 @@ class _Bz2Dump:
                     self.last = max(self.last, damage.failed_at)
         if splitter.inside_page:
             yield error_record(
-                self.item, f"{path}@{stream}#page{n}", "truncated_input", "dump ends inside a page"
+                self.item, f"{path}@{stream}#page{page}", "truncated_input", "dump ends inside a page"
             )
         yield from self.lost_listed() if self.streams else self.lost_estimated()
 
@@ -238,24 +238,27 @@ class _Bz2Dump:
     def lost_estimated(self) -> Iterator[dict]:
         """Without the index: one dead letter per damage, its pages estimated from the bytes."""
         end = self.end if self.end is not None else self.size
-        spans = [(self.lost_bytes(d, lost_from, end), d) for d, lost_from in self.damages]
+        spans = [(self.lost_bytes(damage, lost_from, end), damage) for damage, lost_from in self.damages]
         read_bytes = max(0, end - self.start - sum(nbytes for nbytes, _ in spans))
-        for nbytes, d in spans:
-            n = estimate(nbytes, self.kept, read_bytes)
-            if d.truncated:
+        for nbytes, damage in spans:
+            pages = estimate(nbytes, self.kept, read_bytes)
+            if damage.truncated:
                 then = "the file ends inside it"
+            elif damage.resume is None:
+                then = "nothing follows it"
             else:
-                then = "nothing follows it" if d.resume is None else f"reading went on at byte {d.resume}"
+                then = f"reading went on at byte {damage.resume}"
             yield lost_record(
                 self.item,
-                f"{self.item['path']}@{d.start}",
-                "truncated_input" if d.truncated else "corrupt_input",
-                f"bz2 stream at byte {d.start} damaged ({d.detail}): about {n} page{'' if n == 1 else 's'} "
-                f"lost, estimated from its {nbytes} bytes at the rate of the {self.kept} pages read; {then}",
-                records=n,
+                f"{self.item['path']}@{damage.start}",
+                "truncated_input" if damage.truncated else "corrupt_input",
+                f"bz2 stream at byte {damage.start} damaged ({damage.detail}): about {pages} "
+                f"page{'' if pages == 1 else 's'} lost, estimated from its {nbytes} bytes at the rate of "
+                f"the {self.kept} pages read; {then}",
+                records=pages,
                 estimated=True,
                 nbytes=nbytes,
-                rest_unknown=d.truncated,
+                rest_unknown=damage.truncated,
             )
 
     def lost_listed(self) -> Iterator[dict]:

@@ -1,4 +1,4 @@
-from pipelines.corpus.normalize import (
+from pipelines.corpus.text_cleaning import (
     ChineseConverter,
     nfkc_keep_cjk_punct,
     normalize_text,

@@ -28,7 +28,7 @@ def first_dead_letter(pattern: str, reason: str) -> str | None:
     return None
 
 
-def check_dead_letters(
+def check_dead_letter_limit(
     dead: dict[str, int], read: int, limit: float, unit: str, files: str, note: str = ""
 ) -> None:
     """StageFailed when the dead letter (`dead`: count by reason) holds more than `limit` of the `read`

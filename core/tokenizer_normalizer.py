@@ -1,7 +1,7 @@
 """Raw text -> the normalized text the tokenizer segments, as the vocabulary prescribes
 (`TextNormalizer`), and the Python rules of the older identity vocabularies (`normalize`).
 
-- Vocabularies with compiled rules (`albert vocab`'s default, see pipelines.normalization): the text
+- Vocabularies with compiled rules (`albert vocab`'s default, see pipelines.vocab_normalization): the text
   is normalized by SentencePiece itself with the model's own table, so the ids are exactly
   `sentencepiece.encode(raw text)`, which is also what transformers' AlbertTokenizer gives. The
   normalized text keeps SentencePiece's dummy prefix as a leading space (its "▁" piece).

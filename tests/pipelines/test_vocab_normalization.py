@@ -8,7 +8,7 @@ from tests.pipelines.fixtures import MIXED
 def test_normalization_table_is_closed_and_matches_what_sentencepiece_compiled(tokenizer, sample_docs):
     """The table's output never changes again, and the Python reading of it (used on training text
     before a model exists) equals SentencePiece's normalization by the compiled model."""
-    from pipelines.normalization import apply_rules, char_rules, check_closed
+    from pipelines.vocab_normalization import apply_rules, char_rules, check_closed
 
     assert check_closed() == []
     rules = char_rules()

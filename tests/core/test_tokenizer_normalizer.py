@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.text_normalizer import nfkc, normalize_many
+from core.tokenizer_normalizer import nfkc, normalize_many
 from tests.pipelines.fixtures import MIXED
 
 

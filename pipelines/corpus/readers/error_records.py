@@ -81,13 +81,13 @@ def rest_lost(item: dict, where: str, err: BaseException, records: int, done: in
     to `end` are lost, and the records they held estimated at the rate of those read. A file that
     ends early (EOFError) also lost a rest that is not in it (`rest_unknown`)."""
     nbytes = max(0, end - (item.get("start", 0) + done))
-    n = estimate(nbytes, records, done)
+    lost = estimate(nbytes, records, done)
     if records == 0:
         what = f"{nbytes} bytes lost, at least 1 record (none was read to estimate from)"
     elif nbytes == 0:
         what = "at least 1 record lost"
     else:
-        what = f"{nbytes} bytes lost, about {n} records at the rate of the {records} read"
+        what = f"{nbytes} bytes lost, about {lost} records at the rate of the {records} read"
     if isinstance(err, EOFError):
         what += "; the file ends early: what followed is not in it"
     return lost_record(
@@ -95,7 +95,7 @@ def rest_lost(item: dict, where: str, err: BaseException, records: int, done: in
         where,
         stream_error(err),
         f"{type(err).__name__}: {err}; {what}",
-        records=n,
+        records=lost,
         estimated=True,
         nbytes=nbytes,
         rest_unknown=isinstance(err, EOFError),
