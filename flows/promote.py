@@ -1,5 +1,5 @@
 """Flow `promote` and `albert promote`: gate a candidate checkpoint against production and move the
-registry's production pointer (flows/registry.py holds the logic; this file evaluates and reports).
+registry's production pointer (promotion/registry.py holds the logic; this file evaluates and reports).
 
     albert promote --candidate DIR --registry DIR [--instances DIR] [--model albert]
                    [--min-improvement 0.01] [--max-regression 0.02]
@@ -40,13 +40,13 @@ from flows.evaluate import (
     gate_metrics,
     metrics_table,
 )
-from flows.gate import GateConfig, decide
-from flows.gate_report import decision_table_markdown
-from flows.lineage import build_lineage
-from flows.promotion import gate_and_promote
-from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
 from flows.stage import DEFAULT_ROOT
-from model.samples import DownstreamSample
+from promotion.gate import GateConfig, decide
+from promotion.gate_report import decision_table_markdown
+from promotion.lineage import build_lineage
+from promotion.promote import gate_and_promote
+from promotion.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
+from promotion.samples import DownstreamSample
 
 DEFAULT_REGISTRY = f"{DEFAULT_ROOT}/registry"
 
@@ -263,7 +263,7 @@ def promote(
     spm_model: str | None = None,
     max_batches: int | None = None,
 ) -> dict:
-    """Evaluate candidate and production on the same eval set, gate (flows/gate.py), register and
+    """Evaluate candidate and production on the same eval set, gate (promotion/gate.py), register and
     promote.
 
     downstream: flows.finetune.downstream_accuracy's result when a fine-tuning task ran for both (the

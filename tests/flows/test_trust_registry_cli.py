@@ -3,7 +3,7 @@ nothing, never gates against a damaged or foreign-vocabulary model, names CLI op
 says, checks every argument before Prefect starts, and leaves files a team can share (the umask).
 
 One tiny run (2 steps) is trained once for the module; registries are seeded with copies of its
-checkpoint through flows.registry, then the command runs in a subprocess (tests/cli.py); variants of
+checkpoint through promotion.registry, then the command runs in a subprocess (tests/cli.py); variants of
 a case already seen in a subprocess run through flows.cli.main in this process (seconds faster).
 """
 
@@ -18,7 +18,7 @@ import stat
 import pytest
 
 from core.errors import UserError
-from flows.registry import BrokenVersion, Registry
+from promotion.registry import BrokenVersion, Registry
 from tests.cli import Result, albert, flip_bit, tree, truncate
 from tests.model import train_fixtures
 from tests.model.train_fixtures import cli_args, perturbed_copy

@@ -8,7 +8,7 @@ from typing import Protocol
 
 
 class DecisionLike(Protocol):
-    """flows.gate.Decision, by its shape (flows/gate.py imports this module, not the reverse)."""
+    """promotion.gate.Decision, by its shape (promotion/gate.py imports this module, not the reverse)."""
 
     def to_dict(self) -> dict: ...
 

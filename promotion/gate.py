@@ -4,8 +4,8 @@ is better, and reject it only when they show that it is worse. Pure logic: no Pr
 The old gate compared two numbers per metric against fixed margins, so sampling noise decided: on 500
 test reviews one model's downstream accuracy moves ±4 points between runs. This gate compares the
 per-example results of the two models on the same examples (paired), with tests and intervals from
-model/stats.py. docs/gate.md gives the rules, the defaults and the simulated error rates;
-flows/gate_report.py renders a decision for people.
+promotion/stats.py. docs/gate.md gives the rules, the defaults and the simulated error rates;
+promotion/gate_report.py renders a decision for people.
 
 Rules (α = GateConfig.alpha, δ = min_improvement, ε = max_regression):
 - primary, MLM loss: paired per eval sequence; one-sided z-test of H0 "improvement <= δ" (against
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from core.errors import UserError
-from flows.gate_report import format_p, vs_label
-from model.samples import Baselines, DownstreamSample, EvalSample
-from model.stats import (
+from promotion.gate_report import format_p, vs_label
+from promotion.samples import Baselines, DownstreamSample, EvalSample
+from promotion.stats import (
     bonferroni,
     holm,
     mcnemar,

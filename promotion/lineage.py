@@ -1,4 +1,4 @@
-"""Where a registered checkpoint came from: its lineage.json (flows/registry.py stores it, with the
+"""Where a registered checkpoint came from: its lineage.json (promotion/registry.py stores it, with the
 sha256 of every file of the version under "files").
 """
 
