@@ -522,7 +522,7 @@ def test_a_promotion_while_another_holds_the_registry_is_refused_and_a_killed_on
     holds it from its first checks to its end, evaluations included) is refused in one line naming
     it (exit 2) and registers nothing; once that process is killed with SIGKILL, the same command takes
     the lock over and promotes. Promoters that do not lock still meet the pointer's compare-and-swap
-    (tests/flows/test_registry.py: one winner, the others conflicts)."""
+    (tests/promotion/test_registry.py: one winner, the others conflicts)."""
     from core import lock
     from tests.lock_holder import hold, kill9
 

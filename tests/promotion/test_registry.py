@@ -17,7 +17,7 @@ from promotion.promote import gate_and_promote
 from promotion.registry import Registry
 from promotion.stores import GCSStore, LocalStore, PromotionConflict
 
-# The gate's decision is promotion/gate.py's business (tests/flows/test_gate.py); here the registry acts on it.
+# The gate's decision is promotion/gate.py's business (tests/promotion/test_gate.py); here the registry acts on it.
 PROMOTE = Decision(True, ["the test says promote"])
 REJECT = Decision(False, ["the test says reject"])
 

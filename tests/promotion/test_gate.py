@@ -28,12 +28,6 @@ from promotion.gate_report import decision_table_markdown, format_p
 ALPHA = 0.05
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server():
-    """Pure logic: no Prefect test server for this module (overrides the one in tests/flows/conftest.py)."""
-    yield
-
-
 # ---------------------------------------------------------------------------------------- the world
 
 
