@@ -416,7 +416,7 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     from prefect import flow
 
     import flows.finetune as ft
-    from flows.promote import downstream_pairs
+    from promotion.downstream import downstream_pairs
     from promotion.gate import EvalSample, GateConfig, decide
     from promotion.samples import DownstreamSample
 
