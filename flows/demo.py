@@ -159,7 +159,7 @@ def previous_candidate(out: str) -> str | None:
     """The demo's last candidate, when the registry has no production model yet (it did not beat the
     baselines): the next run continues training it instead of starting again from scratch. With a
     production model, repretrain continues from production itself."""
-    from flows.registry import Registry
+    from promotion.registry import Registry
 
     if Registry(storage.absolute(storage.join(out, "registry"))).production():
         return None

@@ -23,7 +23,7 @@ from core import storage
 from core.errors import UserError
 from flows.common import logger, stage_flow, stage_key, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
-from model.samples import Baselines, EvalSample
+from promotion.samples import Baselines, EvalSample
 
 
 @stage_task(

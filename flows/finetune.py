@@ -63,7 +63,7 @@ def downstream_accuracy(
     """{"task", "split", "candidate", "scratch", "lift", "lift_ci95", "production", "candidate_sample",
     "production_sample"}: accuracies on the task's test split (dev when it has none) of the fine-tuned
     candidate, of the same model trained from scratch, and of the fine-tuned production model, and the
-    candidate's and production's right/wrong per test example (model.samples.DownstreamSample JSON),
+    candidate's and production's right/wrong per test example (promotion.samples.DownstreamSample JSON),
     which the gate pairs."""
     rep = _run(candidate, task, storage_root, extra_args)
     split = rep["lift"]["split"]

@@ -306,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
                     say(summarize(results[week], time.time() - t0, f"Prefect server {api}"))
 
             section("Rollback: production goes back to the previous version")
-            from flows.registry import Registry
+            from promotion.registry import Registry
 
             registry = Registry(storage.join(root, "registry"), rehearsal.get("model_name", "albert"))
             pointer = registry.production()

@@ -19,7 +19,6 @@ from flows.build_corpus import DEFAULT_SOURCES, build_corpus
 from flows.build_instances import build_instances
 from flows.common import logger, stage_flow
 from flows.finetune import downstream_accuracy
-from flows.gate import GateConfig
 from flows.params import (
     Backend,
     FinetuneTask,
@@ -32,10 +31,11 @@ from flows.params import (
 )
 from flows.pretrain import pretrain
 from flows.promote import promote
-from flows.registry import DEFAULT_MODEL, Registry
 from flows.stage import DEFAULT_ROOT
 from flows.train_vocab import train_vocab
 from model.train_config import TrainConfig
+from promotion.gate import GateConfig
+from promotion.registry import DEFAULT_MODEL, Registry
 
 
 @stage_flow("repretrain")

@@ -1,6 +1,6 @@
 """Checksummed folders: every folder this project writes (training checkpoints, `albert import`,
 `albert export`) lists its files' sha256 in checksums.json, written last, and every load verifies the
-files it reads against it. A registry version (flows/registry.py) is a copy of config.json,
+files it reads against it. A registry version (promotion/registry.py) is a copy of config.json,
 model.safetensors and spm.model whose lineage.json records the same table: it is verified the same
 way. A folder with trainer.json but no checksums.json is a training checkpoint whose write did not
 finish, and is refused.
@@ -28,7 +28,7 @@ Content = bytes | Callable[[str], None]
 
 CHECKSUMS_NAME = "checksums.json"
 TRAINER_NAME = "trainer.json"  # only a training checkpoint (model.checkpoint) has it
-LINEAGE_NAME = "lineage.json"  # a registry version's (flows/registry.py): its files' sha256 under "files"
+LINEAGE_NAME = "lineage.json"  # a registry version's (promotion/registry.py): its files' sha256 under "files"
 
 
 class CheckpointError(UserError):

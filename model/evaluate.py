@@ -44,8 +44,8 @@ from core.errors import UserError
 from model.baselines import DEFAULT_RECORDS, train_label_counts
 from model.convert import SPM_NAME, parse_spm
 from model.reports import check_report_out, write_report
-from model.samples import Baselines, EvalSample
-from model.stats import wilson
+from promotion.samples import Baselines, EvalSample
+from promotion.stats import wilson
 
 
 @dataclass

@@ -25,7 +25,7 @@ from core.errors import UserError
 from model.finetune_data import TASKS, Encoder, Example, read_examples
 from model.finetune_train import FinetuneConfig, metrics, paired_difference, predict, train_classifier
 from model.reports import check_report_out, write_report
-from model.samples import DownstreamSample
+from promotion.samples import DownstreamSample
 
 
 @dataclass

@@ -18,7 +18,7 @@ import torch
 
 from core.config_cli import opt
 from model.finetune_data import collate
-from model.stats import paired_proportion_difference, wilson
+from promotion.stats import paired_proportion_difference, wilson
 
 
 def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:

@@ -1,6 +1,6 @@
 """A strict stand-in for the google-cloud-storage client: every write and delete honours its
 `if_generation_match` precondition, as GCS does and the emulator does not (docs/storage.md). The
-compare-and-swap of the registry (flows/stores.py) and of bucket locks (core/lock.py) is tested
+compare-and-swap of the registry (promotion/stores.py) and of bucket locks (core/lock.py) is tested
 against it; `fake_gcs` installs its PreconditionFailed as google.api_core's.
 
     client = FakeClient()

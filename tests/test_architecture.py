@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRODUCT = ("core", "pipelines", "model", "flows")
+PRODUCT = ("core", "pipelines", "model", "promotion", "flows")
 MAX_LINES = 450
 
 
@@ -41,7 +41,7 @@ def _imported_roots(path: str) -> set[str]:
     return {name.split(".")[0] for name in _imports(path)}
 
 
-OURS = {"core", "pipelines", "model", "flows", "benchmarks"}
+OURS = {"core", "pipelines", "model", "promotion", "flows", "benchmarks"}
 FRAMEWORKS = {"apache_beam", "torch", "prefect", "tensorflow"}
 
 
@@ -50,8 +50,9 @@ FRAMEWORKS = {"apache_beam", "torch", "prefect", "tensorflow"}
     [
         ("core", set()),  # the shared contracts import nothing of ours
         ("pipelines", {"core"}),  # the data product stands on the contracts only
-        ("model", {"core"}),  # the trainer too: never on the Beam layer
-        ("flows", {"core", "pipelines", "model"}),  # orchestration on top of both products
+        ("promotion", {"core"}),  # the gate and the registry: pure logic on the contracts
+        ("model", {"core", "promotion"}),  # the trainer: never on the Beam layer; writes the gate's samples
+        ("flows", {"core", "pipelines", "model", "promotion"}),  # orchestration on top of everything
     ],
 )
 def test_each_layer_imports_only_the_layers_below_it(layer, may_import):
@@ -93,10 +94,18 @@ def test_the_shared_core_imports_no_framework():
     assert not {p: b for p, b in eager.items() if b}
 
 
+def test_promotion_imports_no_framework():
+    # The gate and the registry are pure logic: a test, the trainer or a flow imports them for free.
+    bad = {p: sorted(_imported_roots(p) & FRAMEWORKS) for p in _tracked("promotion")}
+    assert not {p: b for p, b in bad.items() if b}
+
+
 def test_the_rules_see_real_imports():
     # The checks above would pass vacuously if the walk found nothing: each layer imports the core.
-    for layer in ("pipelines", "model", "flows"):
+    for layer in ("pipelines", "model", "promotion", "flows"):
         assert any("core" in _imported_roots(p) for p in _tracked(layer)), layer
+    assert any("promotion" in _imported_roots(p) for p in _tracked("model"))
+    assert "numpy" in set().union(*(_imported_roots(p) for p in _tracked("promotion")))
     assert "apache_beam" in set().union(*(_imported_roots(p) for p in _tracked("pipelines")))
     assert "torch" in set().union(*(_imported_roots(p) for p in _tracked("model")))
 

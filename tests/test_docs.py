@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CITING_PACKAGES = ("pipelines", "model", "flows", "benchmarks", "tests")
+CITING_PACKAGES = ("pipelines", "model", "promotion", "flows", "benchmarks", "tests")
 DOC_PATH = re.compile(r"docs/[A-Za-z0-9_.-]+\.md")
 ALBERT_CITE = re.compile(r"docs/albert\.md §(\d+)")
 # Spelled in pieces so that this file does not mention them itself.

@@ -15,7 +15,7 @@ import pytest
 from benchmarks.cli import TARGETS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PRODUCT = ("core", "pipelines", "model", "flows")
+PRODUCT = ("core", "pipelines", "model", "promotion", "flows")
 
 
 def _product_files() -> list[str]:
@@ -52,7 +52,7 @@ def test_worker_wheel_ships_product_code_only(tmp_path):
         names = [n for n in zf.namelist() if ".dist-info/" not in n]
     assert names and all(n.startswith(("core/", "pipelines/")) for n in names)
     assert "core/storage/files.py" in names and "pipelines/corpus/pipeline.py" in names
-    assert not [n for n in names if n.startswith(("model/", "flows/"))]
+    assert not [n for n in names if n.startswith(("model/", "promotion/", "flows/"))]
     assert not [n for n in names if "bench" in n or "reference_generator" in n]
 
 

@@ -50,7 +50,7 @@ def test_chain_writes_every_stage_and_artifacts(chain):
 def test_first_candidate_faces_the_baselines(chain):
     """Four training steps cannot beat the unigram baseline: the gate says so, nothing is promoted,
     and the decision is in the log."""
-    from flows.registry import Registry
+    from promotion.registry import Registry
 
     promo = chain["result"]["promotion"]
     assert promo["previous"] is None
@@ -336,7 +336,7 @@ def test_pretraining_is_handed_to_a_gpu_deployment(chain, monkeypatch):
 
 def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     from flows.promote import promote
-    from flows.registry import Registry
+    from promotion.registry import Registry
 
     r = chain["result"]
     ckpt, inst = r["pretrain"]["checkpoint"], r["instances"]["dir"]
@@ -416,9 +416,9 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     from prefect import flow
 
     import flows.finetune as ft
-    from flows.gate import EvalSample, GateConfig, decide
-    from flows.promote import downstream_pairs
-    from model.samples import DownstreamSample
+    from promotion.downstream import downstream_pairs
+    from promotion.gate import EvalSample, GateConfig, decide
+    from promotion.samples import DownstreamSample
 
     right = {"cand": 350, "prod": 400}  # of 500 test examples: 70% vs 80%, 50 discordant pairs
 
@@ -465,7 +465,7 @@ def test_a_promotion_reads_the_train_split_once_for_its_baselines(chain, tmp_pat
     again in a later one on the same split, and cached beside the evaluations, not in the instances."""
     import model.baselines
     from flows.promote import promote
-    from flows.registry import Registry
+    from promotion.registry import Registry
 
     reads = []
     count_labels = model.baselines.count_labels

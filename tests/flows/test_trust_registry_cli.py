@@ -3,7 +3,7 @@ nothing, never gates against a damaged or foreign-vocabulary model, names CLI op
 says, checks every argument before Prefect starts, and leaves files a team can share (the umask).
 
 One tiny run (2 steps) is trained once for the module; registries are seeded with copies of its
-checkpoint through flows.registry, then the command runs in a subprocess (tests/cli.py); variants of
+checkpoint through promotion.registry, then the command runs in a subprocess (tests/cli.py); variants of
 a case already seen in a subprocess run through flows.cli.main in this process (seconds faster).
 """
 
@@ -18,7 +18,7 @@ import stat
 import pytest
 
 from core.errors import UserError
-from flows.registry import BrokenVersion, Registry
+from promotion.registry import BrokenVersion, Registry
 from tests.cli import Result, albert, flip_bit, tree, truncate
 from tests.model import train_fixtures
 from tests.model.train_fixtures import cli_args, perturbed_copy
@@ -418,6 +418,27 @@ def test_the_flow_itself_refuses_before_evaluating_and_names_its_parameters(tmp_
     assert not os.path.exists(root) and not os.path.exists(tmp_path / "evals")
 
 
+def test_inputs_are_checked_once_per_promotion(tmp_path, ckpt, instances_dir, capfd, monkeypatch):
+    """The command checks before Prefect starts and hands what it checked to the flow it runs (the
+    checksums of the candidate and of production are not verified twice); a flow run on its own
+    (a deployment's) checks inside the flow."""
+    import flows.promote
+
+    calls = []
+    check_inputs = flows.promote.check_inputs
+    monkeypatch.setattr(
+        flows.promote, "check_inputs", lambda *a, **k: calls.append(1) or check_inputs(*a, **k)
+    )
+    root = str(tmp_path / "reg")
+    args = ("--candidate", ckpt, "--registry", root, "--instances", instances_dir)
+    r = _main(capfd, "promote", *args)
+    assert r.code in (0, 1) and '"event": ' in r.out, r.err[-3000:]
+    assert len(calls) == 1
+    flows.promote.promote(candidate=ckpt, registry=root, instances_dir=instances_dir)
+    assert len(calls) == 2
+    assert [e["candidate"] for e in Registry(root).log()] == [ckpt, ckpt]
+
+
 def test_a_run_folder_candidate_finds_its_eval_set_in_train_config(tmp_path, run_dir):
     """`albert pretrain` writes train_config.json, not a manifest: the eval set comes from there, and a
     run folder stands for its newest checkpoint. The 2-step model does not beat the baselines: exit 1."""
@@ -522,7 +543,7 @@ def test_a_promotion_while_another_holds_the_registry_is_refused_and_a_killed_on
     holds it from its first checks to its end, evaluations included) is refused in one line naming
     it (exit 2) and registers nothing; once that process is killed with SIGKILL, the same command takes
     the lock over and promotes. Promoters that do not lock still meet the pointer's compare-and-swap
-    (tests/flows/test_registry.py: one winner, the others conflicts)."""
+    (tests/promotion/test_registry.py: one winner, the others conflicts)."""
     from core import lock
     from tests.lock_holder import hold, kill9
 

@@ -177,7 +177,7 @@ def test_exports_and_imports_carry_checksums_and_are_verified(ckpt, tmp_path):
 
 
 def test_a_registry_version_is_verified_by_its_lineage(ckpt, tmp_path):
-    """A registry version (flows/registry.py) copies the model files and records their sha256 in
+    """A registry version (promotion/registry.py) copies the model files and records their sha256 in
     lineage.json, not checksums.json."""
     version = tmp_path / "v1"
     version.mkdir()

@@ -4,8 +4,8 @@ is better, and reject it only when they show that it is worse. Pure logic: no Pr
 The old gate compared two numbers per metric against fixed margins, so sampling noise decided: on 500
 test reviews one model's downstream accuracy moves ±4 points between runs. This gate compares the
 per-example results of the two models on the same examples (paired), with tests and intervals from
-model/stats.py. docs/gate.md gives the rules, the defaults and the simulated error rates;
-flows/gate_report.py renders a decision for people.
+promotion/stats.py. docs/gate.md gives the rules, the defaults and the simulated error rates;
+promotion/gate_report.py renders a decision for people.
 
 Rules (α = GateConfig.alpha, δ = min_improvement, ε = max_regression):
 - primary, MLM loss: paired per eval sequence; one-sided z-test of H0 "improvement <= δ" (against
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from core.errors import UserError
-from flows.gate_report import format_p, vs_label
-from model.samples import Baselines, DownstreamSample, EvalSample
-from model.stats import (
+from promotion.gate_report import format_p, vs_label
+from promotion.samples import Baselines, DownstreamSample, EvalSample
+from promotion.stats import (
     bonferroni,
     holm,
     mcnemar,
@@ -54,10 +54,33 @@ DownstreamPair = tuple[DownstreamSample | None, DownstreamSample | None]
 # ------------------------------------------------------------------------------------------ config
 
 
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise UserError(f"gate: {name} must be a finite number, got {value!r}")
-    return float(value)
+NUMBERS = {
+    "min_improvement": (">= 0 (nats)", lambda x: x >= 0),
+    "max_regression": ("in [0, 1)", lambda x: 0 <= x < 1),
+    "alpha": ("in (0, 0.5)", lambda x: 0 < x < 0.5),
+}
+"""The gate's numbers: what each must be, and the test. GateConfig is their one validator."""
+SYMBOLS = {"min_improvement": "δ", "max_regression": "ε"}
+
+
+def _finite_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+class GateNumberError(UserError):
+    """A number of GateConfig outside its range, said the gate's way ("gate: alpha must be ...");
+    `named(name)` says the same rule with the name the caller's user typed (`--alpha`, a parameter)."""
+
+    def __init__(self, field_name: str, value: Any):
+        self.field_name, self.value, self.rule = field_name, value, NUMBERS[field_name][0]
+        label = f"{field_name} ({SYMBOLS[field_name]})" if field_name in SYMBOLS else field_name
+        if _finite_number(value):
+            super().__init__(f"gate: {label} must be {self.rule}, got {value}")
+        else:
+            super().__init__(f"gate: {label} must be a finite number, got {value!r}")
+
+    def named(self, name: str) -> UserError:
+        return UserError(f"{name} must be {self.rule}, got {self.value}")
 
 
 @dataclass(frozen=True)
@@ -80,13 +103,10 @@ class GateConfig:
     adjusted p-values of the non-minimal rows are smaller."""
 
     def __post_init__(self):
-        alpha = _number(self.alpha, "alpha")
-        if not 0.0 < alpha < 0.5:
-            raise UserError(f"gate: alpha must be in (0, 0.5), got {alpha}")
-        if _number(self.min_improvement, "min_improvement (δ)") < 0:
-            raise UserError(f"gate: min_improvement (δ) must be >= 0 nats, got {self.min_improvement}")
-        if not 0.0 <= _number(self.max_regression, "max_regression (ε)") < 1.0:
-            raise UserError(f"gate: max_regression (ε) must be in [0, 1), got {self.max_regression}")
+        for field_name, (_, within) in NUMBERS.items():
+            value = getattr(self, field_name)
+            if not (_finite_number(value) and within(value)):
+                raise GateNumberError(field_name, value)
         if self.primary != PRIMARY:
             raise UserError(f"gate: the primary metric must be {PRIMARY!r}, got {self.primary!r}")
         secondary = (self.secondary,) if isinstance(self.secondary, str) else tuple(self.secondary)

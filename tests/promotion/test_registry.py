@@ -1,4 +1,4 @@
-"""flows.registry: versions and the pointer, rollback, concurrent promotions
+"""promotion.registry: versions and the pointer, rollback, concurrent promotions
 (threads and processes), and the GCS compare-and-swap as sent to a fake client."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 
 from core.errors import UserError
-from flows.gate import Decision
-from flows.promotion import gate_and_promote
-from flows.registry import Registry
-from flows.stores import GCSStore, LocalStore, PromotionConflict
+from promotion.gate import Decision
+from promotion.promote import gate_and_promote
+from promotion.registry import Registry
+from promotion.stores import GCSStore, LocalStore, PromotionConflict
 
-# The gate's decision is flows/gate.py's business (tests/flows/test_gate.py); here the registry acts on it.
+# The gate's decision is promotion/gate.py's business (tests/promotion/test_gate.py); here the registry acts on it.
 PROMOTE = Decision(True, ["the test says promote"])
 REJECT = Decision(False, ["the test says reject"])
 

@@ -1,4 +1,4 @@
-"""model.stats: every helper against hand-computed or brute-force values, and the intervals' coverage
+"""promotion.stats: every helper against hand-computed or brute-force values, and the intervals' coverage
 on simulated paired data with a known true difference (fixed seeds, vectorised where it matters)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from model.stats import (
+from promotion.stats import (
     Z95,
     binom_cdf,
     binom_sf,

@@ -1,5 +1,6 @@
-"""The gate's decision for people: p-values as they are printed, the names of the references, and the
-markdown table of every test (the promote flow's `promotion-decision` artifact).
+"""The gate's decision for people: p-values as they are printed, the names of the references, the
+markdown table of every test, and a promotion's outcome around it (the promote flow's
+`promotion-decision` artifact).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Protocol
 
 
 class DecisionLike(Protocol):
-    """flows.gate.Decision, by its shape (flows/gate.py imports this module, not the reverse)."""
+    """promotion.gate.Decision, by its shape (promotion/gate.py imports this module, not the reverse)."""
 
     def to_dict(self) -> dict: ...
 
@@ -76,4 +77,27 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
         f" (one-sided{adjusted if n_secondary > 1 else ''})."
     )
     lines += ["", rule, "", "Reasons:", ""] + [f"- {r}" for r in d["reasons"]]
+    return "\n".join(lines)
+
+
+def promotion_markdown(result: dict, model: str, registry: str) -> str:
+    """A promotion's outcome (PromotionResult.to_dict() with its "candidate") for people: the verdict,
+    what the candidate faced, the decision table and the reasons (the `promotion-decision` artifact)."""
+    verdict = {
+        "promote": f"PROMOTED as **{result['version']}**",
+        "reject": "REJECTED",
+        "conflict": f"NOT PROMOTED (conflict): registered as {result['version']}, production is {result['production']}",
+    }[result["event"]]
+    lines = [
+        f"# Promotion of `{result.get('candidate', '')}`: {verdict}",
+        "",
+        f"Registry `{registry}`, model `{model}`; compared against: "
+        f"{result['previous'] or 'the trivial baselines (no production model yet)'}.",
+        "",
+        decision_table_markdown(result["decision"]),
+        "",
+        "Reasons:",
+        "",
+    ]
+    lines += [f"- {r}" for r in result["decision"]["reasons"]]
     return "\n".join(lines)

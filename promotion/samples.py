@@ -1,4 +1,4 @@
-"""Per-example results of a model on fixed data, the inputs of the promotion gate (flows/gate.py):
+"""Per-example results of a model on fixed data, the inputs of the promotion gate (promotion/gate.py):
 the frozen eval set per sequence (EvalSample, written by `albert evaluate`), the trivial baselines on
 the same sequences (Baselines), a fine-tuned model per test example (DownstreamSample, written by
 `albert finetune`). Index i is the same example for every model, so comparisons can be paired.

@@ -1,4 +1,4 @@
-"""flows.gate: the statistical promotion gate on constructed cases with a known truth.
+"""promotion.gate: the statistical promotion gate on constructed cases with a known truth.
 
 Simulated world (fixed seeds): N eval sequences with 5-20 real masked predictions each and a
 per-sequence difficulty that every model shares; a model's per-sequence loss sum is
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from core.errors import UserError
-from flows.gate import (
+from promotion.gate import (
     Baselines,
     Decision,
     DownstreamSample,
@@ -23,15 +23,9 @@ from flows.gate import (
     GateConfig,
     decide,
 )
-from flows.gate_report import decision_table_markdown, format_p
+from promotion.gate_report import decision_table_markdown, format_p
 
 ALPHA = 0.05
-
-
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server():
-    """Pure logic: no Prefect test server for this module (overrides the one in tests/flows/conftest.py)."""
-    yield
 
 
 # ---------------------------------------------------------------------------------------- the world

@@ -1,4 +1,4 @@
-"""Where a registered checkpoint came from: its lineage.json (flows/registry.py stores it, with the
+"""Where a registered checkpoint came from: its lineage.json (promotion/registry.py stores it, with the
 sha256 of every file of the version under "files").
 """
 
@@ -53,3 +53,21 @@ def build_lineage(
         "init_checkpoint": init_checkpoint,
         "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+
+
+def candidate_lineage(
+    given: dict, *, candidate: str, instances_dir: str, parent_version: str | None, flow_run_id: str | None
+) -> dict:
+    """The lineage of a candidate the promote flow registers: the stage folders its caller knows
+    (`given`: corpus_dir, vocab_dir, instances_dir, run_dir, parent_version, init_checkpoint), else the
+    eval set it was checked against and the production version it faced."""
+    return build_lineage(
+        checkpoint_dir=candidate,
+        corpus_dir=given.get("corpus_dir"),
+        vocab_dir=given.get("vocab_dir"),
+        instances_dir=given.get("instances_dir", instances_dir),
+        run_dir=given.get("run_dir"),
+        flow_run_id=flow_run_id,
+        parent_version=given.get("parent_version", parent_version),
+        init_checkpoint=given.get("init_checkpoint"),
+    )

@@ -1,4 +1,4 @@
-"""One promotion: act on the gate's decision (flows/gate.py) with the registry (flows/registry.py).
+"""One promotion: act on the gate's decision (promotion/gate.py) with the registry (promotion/registry.py).
 
 A candidate the gate promotes is registered as a new immutable version, then the production pointer
 moves to it by compare-and-swap against the pointer read BEFORE the evaluation: when another promotion
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from flows.gate import Decision
-from flows.registry import Registry
-from flows.stores import PromotionConflict
+from promotion.gate import Decision
+from promotion.registry import Registry
+from promotion.stores import PromotionConflict
 
 
 @dataclass
@@ -39,7 +39,7 @@ def gate_and_promote(
     spm_model: str | None = None,
     expected_sha256: dict[str, str] | None = None,
 ) -> PromotionResult:
-    """Act on the gate's decision (flows.gate.decide): if it promotes, register the candidate and move
+    """Act on the gate's decision (promotion.gate.decide): if it promotes, register the candidate and move
     the pointer by CAS against `snapshot` (the `read_pointer()` taken BEFORE the evaluation). Every
     outcome goes to the log. reference_metrics: production's metrics, or the baselines' (display).
     expected_sha256: {file: sha256} of the candidate files that were evaluated (see Registry.register)."""

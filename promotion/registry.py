@@ -1,7 +1,7 @@
 """The checkpoint registry: versions, the production pointer, the promotions log. Pure logic, no Prefect
-(flows/promote.py drives it; flows/promotion.py acts on the gate's decision with it).
+(flows/promote.py drives it; promotion/promote.py acts on the gate's decision with it).
 
-Layout under a registry root (a local folder, gs://bucket/prefix or any fsspec URL: flows/stores.py):
+Layout under a registry root (a local folder, gs://bucket/prefix or any fsspec URL: promotion/stores.py):
 
     <root>/<model>/v<N>/           immutable: model.safetensors, config.json, spm.model, metrics.json,
                                    lineage.json (written LAST: a version without it is incomplete)
@@ -33,7 +33,7 @@ from typing import Any
 
 from core import lock, oserrors, storage
 from core.errors import UserError
-from flows.stores import PromotionConflict, open_store
+from promotion.stores import PromotionConflict, open_store
 
 _log = logging.getLogger(__name__)
 
