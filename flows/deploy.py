@@ -23,8 +23,11 @@ import inspect
 import os
 import re
 import typing
+from dataclasses import dataclass
 from typing import Any
 
+from core import config_cli
+from core.config_cli import opt, section
 from core.errors import UserError
 from flows.deployments import Spec, apply, base_job_template, ensure_pools, serve_deployments
 from flows.stage import DEFAULT_ROOT
@@ -237,27 +240,46 @@ def check_job_variables(pool: dict, job_variables: dict, infra_dir: str, where: 
 # ----------------------------------------------------------------------------------------------- CLI
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    command = p.prog.split()[-1]
-    p.set_defaults(_command=command)
-    p.add_argument("--prefect-file", default=DEFAULT_FILE, help="deployments file [infra/prefect.yaml]")
-    p.add_argument(
-        "--only", action="append", default=[], metavar="FLOW/NAME", help="only this deployment (repeatable)"
-    )
-    if command == "deploy":
-        p.add_argument("--no-pools", action="store_true", help="do not create missing work pools")
-        p.add_argument(
-            "--dry-run", action="store_true", help="check the file and print the plan; register nothing"
-        )
-    else:
-        p.add_argument("--limit", type=int, default=None, help="at most this many concurrent runs")
+@dataclass
+class DeploymentsFile:
+    """What both commands read: the file, and which of its deployments."""
+
+    prefect_file: str = opt(DEFAULT_FILE, "deployments file [infra/prefect.yaml]")
+    only: list[str] = opt([], "only this deployment (repeatable)", metavar="FLOW/NAME", repeat=True)
+
+
+@dataclass
+class DeployOptions:
+    """`albert deploy`: register the deployments (and create missing work pools)."""
+
+    file: DeploymentsFile = section(DeploymentsFile)
+    no_pools: bool = opt(False, "do not create missing work pools")
+    dry_run: bool = opt(False, "check the file and print the plan; register nothing")
+
+
+@dataclass
+class ServeOptions:
+    """`albert serve`: serve the process-pool deployments in this process."""
+
+    file: DeploymentsFile = section(DeploymentsFile)
+    limit: int | None = opt(None, "at most this many concurrent runs")
+
+
+OPTIONS = {"deploy": DeployOptions, "serve": ServeOptions}  # the two commands this module implements
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    command = parser.prog.split()[-1]  # "albert deploy" or "albert serve"
+    parser.set_defaults(_command=command)
+    config_cli.add_arguments(parser, OPTIONS[command])
 
 
 def run(args: argparse.Namespace) -> int:
+    options = config_cli.from_args(OPTIONS[args._command], args)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    specs, pools = load_specs(args.prefect_file, args.only or None)
-    infra_dir = os.path.dirname(os.path.abspath(args.prefect_file))
-    if args._command == "serve":
+    specs, pools = load_specs(options.file.prefect_file, options.file.only or None)
+    infra_dir = os.path.dirname(os.path.abspath(options.file.prefect_file))
+    if isinstance(options, ServeOptions):
         import prefect
 
         from flows.server import scheduler_insert_problem
@@ -278,16 +300,16 @@ def run(args: argparse.Namespace) -> int:
             f"serving {len(deployments)} deployment(s): "
             + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
         )
-        prefect.serve(*deployments, limit=args.limit)
+        prefect.serve(*deployments, limit=options.limit)
         return 0
     for s in specs:
         sched = "; ".join(
             f"{x['cron']} {x.get('timezone', '')} [{x.get('slug', '')}]".strip() for x in s.schedules
         )
         print(f"{s.full_name:<28} pool {s.pool['name']:<22} {sched}")
-    if args.dry_run:
+    if options.dry_run:
         return 0
-    if not args.no_pools:
+    if not options.no_pools:
         ensure_pools(pools, infra_dir)
     apply(specs)
     return 0
