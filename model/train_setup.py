@@ -190,9 +190,9 @@ def unigram_output_bias(model: torch.nn.Module, data, vocab_size: int, max_recor
     from model.evaluate import label_counts
 
     counts, _ = label_counts(data, vocab_size, max_records)
-    p = (counts + 1.0) / (counts.sum() + vocab_size)
+    probabilities = (counts + 1.0) / (counts.sum() + vocab_size)
     with torch.no_grad():
-        model.predictions.bias.copy_(torch.from_numpy(np.log(p)).float())
+        model.predictions.bias.copy_(torch.from_numpy(np.log(probabilities)).float())
 
 
 def claim_run_folder(out: str, force: bool):
