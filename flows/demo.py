@@ -63,14 +63,14 @@ def table(rows: list[tuple[str, str]], title: str) -> str:
 
 
 def summarize(result: dict, seconds: float, prefect_where: str) -> str:
-    corpus, vocab, inst, run, promo = (
+    corpus, vocab, instances, run, promotion = (
         result[k] for k in ("corpus", "vocab", "instances", "pretrain", "promotion")
     )
     stats = storage.read_json(storage.join(corpus["dir"], "stats.json"))
     dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
-    train, ev = inst["summary"].get("train", {}), inst["summary"].get("eval", {})
-    s = run["summary"]
-    first, last = s.get("first_train") or {}, s.get("last_train") or {}
+    train, eval_summary = instances["summary"].get("train", {}), instances["summary"].get("eval", {})
+    training_summary = run["summary"]
+    first, last = training_summary.get("first_train") or {}, training_summary.get("last_train") or {}
 
     def reused(stage: dict) -> str:
         return "reused" if stage.get("reused") else "built"
@@ -93,20 +93,20 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
         ),
         (
             "instances",
-            f"train {train.get('instances', 0):,}, eval {ev.get('instances', 0):,}; fill {_fmt(train.get('fill_rate'), 3)}, masked {_fmt(train.get('masked_fraction'), 3)}, SOP swapped {_fmt(train.get('sop_swapped_fraction'), 3)}  [{reused(inst)}]",
+            f"train {train.get('instances', 0):,}, eval {eval_summary.get('instances', 0):,}; fill {_fmt(train.get('fill_rate'), 3)}, masked {_fmt(train.get('masked_fraction'), 3)}, SOP swapped {_fmt(train.get('sop_swapped_fraction'), 3)}  [{reused(instances)}]",
         ),
         (
             "training",
             f"{last.get('step', '?')} steps, train loss {_fmt(first.get('loss'), 3)} -> {_fmt(last.get('loss'), 3)}  [{reused(run)}]",
         ),
     ]
-    table_rows = promo.get("table") or []
-    for r in table_rows:
-        cols = [f"{k} {_fmt(v)}" for k, v in r.items() if k not in ("metric", "baselines")]
+    table_rows = promotion.get("table") or []
+    for row in table_rows:
+        cols = [f"{k} {_fmt(v)}" for k, v in row.items() if k not in ("metric", "baselines")]
         rows.append(
             (
-                f"eval {r['metric']}",
-                ", ".join(cols) + (f"  | baselines: {r['baselines']}" if r["baselines"] else ""),
+                f"eval {row['metric']}",
+                ", ".join(cols) + (f"  | baselines: {row['baselines']}" if row["baselines"] else ""),
             )
         )
     down = result.get("downstream")
@@ -120,12 +120,12 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
     elif down is None:
         rows.append(("fine-tuning", "not run"))
     verdict = {
-        "promote": f"PROMOTED as {promo['version']}",
+        "promote": f"PROMOTED as {promotion['version']}",
         "reject": "REJECTED",
         "conflict": "CONFLICT (not promoted)",
-    }[promo["event"]]
-    rows.append(("promotion", f"{verdict}; production is now {promo['production']}"))
-    for reason in promo["decision"]["reasons"]:
+    }[promotion["event"]]
+    rows.append(("promotion", f"{verdict}; production is now {promotion['production']}"))
+    for reason in promotion["decision"]["reasons"]:
         rows.append(("  reason", reason))
     rows.append(("time", f"{seconds / 60:.1f} min"))
 
@@ -133,13 +133,13 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
     where = [
         ("corpus", corpus["dir"]),
         ("vocabulary", vocab["dir"]),
-        ("instances", inst["dir"]),
+        ("instances", instances["dir"]),
         ("run", run["dir"]),
         ("checkpoint", run["checkpoint"]),
-        ("loss curve", s.get("loss_curve_png") or "-"),
+        ("loss curve", training_summary.get("loss_curve_png") or "-"),
         ("registry", registry),
-        ("production pointer", storage.join(registry, promo.get("model", "albert"), "production.json")),
-        ("promotions log", storage.join(registry, promo.get("model", "albert"), "promotions.jsonl")),
+        ("production pointer", storage.join(registry, promotion.get("model", "albert"), "production.json")),
+        ("promotions log", storage.join(registry, promotion.get("model", "albert"), "promotions.jsonl")),
         (
             "Prefect",
             prefect_where

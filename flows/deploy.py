@@ -52,10 +52,10 @@ def resolve(obj: Any, env: dict[str, str] | None = None) -> Any:
     env = {**ENV_DEFAULTS, **(os.environ if env is None else env)}
     if isinstance(obj, str):
 
-        def sub(m: re.Match) -> str:
-            if m.group(1) not in env:
-                raise UserError(f"{m.group(0)} is not set (export {m.group(1)}=...)")
-            return env[m.group(1)]
+        def sub(match: re.Match) -> str:
+            if match.group(1) not in env:
+                raise UserError(f"{match.group(0)} is not set (export {match.group(1)}=...)")
+            return env[match.group(1)]
 
         return _VAR.sub(sub, obj)
     if isinstance(obj, list):
@@ -181,22 +181,22 @@ def load_specs(
     pools = {p["name"]: p for p in (doc.get("definitions") or {}).get("pools", [])}
     default_pull = doc.get("pull") or []
     specs, problems = [], []
-    for d in doc.get("deployments") or []:
-        flow = load_flow(d["entrypoint"])
-        where = f"deployment {flow.name}/{d['name']}"
-        pool = d.get("work_pool") or {}
+    for deployment in doc.get("deployments") or []:
+        flow = load_flow(deployment["entrypoint"])
+        where = f"deployment {flow.name}/{deployment['name']}"
+        pool = deployment.get("work_pool") or {}
         if pool.get("name") not in pools:
             raise UserError(f"{where}: work pool {pool.get('name')!r} is not under definitions.pools")
-        params = d.get("parameters") or {}
+        params = deployment.get("parameters") or {}
         problems += parameter_problems(flow, params, complete=False, where=where)
-        schedules = d.get("schedules") or []
-        for i, s in enumerate(schedules):
-            check_schedule(s, f"{where} schedule {s.get('slug', i)}")
+        schedules = deployment.get("schedules") or []
+        for i, schedule in enumerate(schedules):
+            check_schedule(schedule, f"{where} schedule {schedule.get('slug', i)}")
             problems += parameter_problems(
                 flow,
-                {**params, **(s.get("parameters") or {})},
+                {**params, **(schedule.get("parameters") or {})},
                 complete=True,
-                where=f"{where} schedule {s.get('slug', i)}",
+                where=f"{where} schedule {schedule.get('slug', i)}",
             )
         check_job_variables(
             pools[pool["name"]], pool.get("job_variables") or {}, os.path.dirname(path), where
@@ -204,14 +204,14 @@ def load_specs(
         specs.append(
             Spec(
                 flow,
-                d["name"],
-                d["entrypoint"],
+                deployment["name"],
+                deployment["entrypoint"],
                 pool,
                 params,
                 schedules,
-                d.get("pull", default_pull),
-                d.get("description"),
-                d.get("tags") or [],
+                deployment.get("pull", default_pull),
+                deployment.get("description"),
+                deployment.get("tags") or [],
             )
         )
     if problems:  # every bad value at once, each naming its deployment, schedule and parameter
@@ -302,11 +302,12 @@ def run(args: argparse.Namespace) -> int:
         )
         prefect.serve(*deployments, limit=options.limit)
         return 0
-    for s in specs:
+    for spec in specs:
         sched = "; ".join(
-            f"{x['cron']} {x.get('timezone', '')} [{x.get('slug', '')}]".strip() for x in s.schedules
+            f"{schedule['cron']} {schedule.get('timezone', '')} [{schedule.get('slug', '')}]".strip()
+            for schedule in spec.schedules
         )
-        print(f"{s.full_name:<28} pool {s.pool['name']:<22} {sched}")
+        print(f"{spec.full_name:<28} pool {spec.pool['name']:<22} {sched}")
     if options.dry_run:
         return 0
     if not options.no_pools:
