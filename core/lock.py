@@ -95,9 +95,9 @@ class Holder:
     def parse(cls, data: bytes | None) -> Holder | None:
         """The holder recorded in `data`; None when there is none or it does not parse."""
         try:
-            d = json.loads(data or b"")
-            return cls(str(d["host"]), int(d["pid"]), str(d["stage"]), str(d["since"]),
-                       float(d.get("renewed", 0)), float(d.get("lease_s", 0)))  # fmt: skip
+            fields = json.loads(data or b"")
+            return cls(str(fields["host"]), int(fields["pid"]), str(fields["stage"]), str(fields["since"]),
+                       float(fields.get("renewed", 0)), float(fields.get("lease_s", 0)))  # fmt: skip
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -122,15 +122,17 @@ class Busy(Exception):
         self.holder, self.orphaned = holder, orphaned
 
     def __str__(self) -> str:
-        h = self.holder
-        if h is None:
+        holder = self.holder
+        if holder is None:
             return "in use by another albert process (just starting); wait for it to finish, or stop it"
         if self.orphaned:
             return (
-                f"in use: `albert {h.stage}` ({h.where()}) is no longer running, but processes it started "
+                f"in use: `albert {holder.stage}` ({holder.where()}) is no longer running, but processes it started "
                 f"still hold its lock; wait for them to end, or stop them"
             )
-        return f"in use by another `albert {h.stage}` ({h.where()}); wait for it to finish, or stop it"
+        return (
+            f"in use by another `albert {holder.stage}` ({holder.where()}); wait for it to finish, or stop it"
+        )
 
 
 class Lock:
@@ -258,8 +260,8 @@ class ObjectLock(Lock):
         else:
             raise Busy(Holder.parse(self.objects.read(self.path)[0]))
         self.previous, self.reason = previous, reason
-        every = holder.lease_s / 3
-        args = (weakref.ref(self), self._stop, every)
+        interval_s = holder.lease_s / 3  # renewed three times per lease: two renewals may fail
+        args = (weakref.ref(self), self._stop, interval_s)
         threading.Thread(target=_renew_loop, args=args, daemon=True, name=f"lease {self.path}").start()
 
     def renew(self) -> bool:
@@ -301,8 +303,8 @@ class ObjectLock(Lock):
             threading.Thread(target=self.release, daemon=True, name=f"release {self.path}").start()
 
 
-def _renew_loop(ref: weakref.ref, stop: threading.Event, every: float) -> None:
-    while not stop.wait(every):
+def _renew_loop(ref: weakref.ref, stop: threading.Event, interval_s: float) -> None:
+    while not stop.wait(interval_s):
         held = ref()
         if held is None or not held.renew():
             return
@@ -358,8 +360,10 @@ def take(
         lock = LocalLock(folder, Holder.me(stage))
     lock.key = key
     if lock.previous:
-        p = lock.previous
-        _say(f"warning: {what} {folder}: taking over the lock of pid {p.pid} on {p.host} ({lock.reason})")
+        previous = lock.previous
+        _say(
+            f"warning: {what} {folder}: taking over the lock of pid {previous.pid} on {previous.host} ({lock.reason})"
+        )
     levels = _scopes.get()
     if levels:
         levels[-1].append(lock)

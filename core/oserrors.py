@@ -34,19 +34,19 @@ def find(err: BaseException) -> OSError | None:
     chain: list[BaseException] = []
     todo: list[BaseException | None] = [err]
     while todo:
-        e = todo.pop(0)
-        if e is None or any(e is seen for seen in chain):
+        error = todo.pop(0)
+        if error is None or any(error is seen for seen in chain):
             continue
-        if isinstance(e, OSError) and e.errno is not None:
-            return e
-        chain.append(e)
-        todo += [e.__cause__, e.__context__]
-    for e in chain:
-        text = str(e)
-        if m := _PYTHON_TEXT.search(text):
-            code, path = int(m.group(1)), m.group(3)
-        elif m := _RUST_TEXT.search(text):
-            code, path = int(m.group(1)), None
+        if isinstance(error, OSError) and error.errno is not None:
+            return error
+        chain.append(error)
+        todo += [error.__cause__, error.__context__]
+    for error in chain:
+        text = str(error)
+        if match := _PYTHON_TEXT.search(text):
+            code, path = int(match.group(1)), match.group(3)
+        elif match := _RUST_TEXT.search(text):
+            code, path = int(match.group(1)), None
         else:
             continue
         return OSError(code, os.strerror(code), path)
@@ -66,14 +66,14 @@ def named(err: OSError, path: str, instead_of: str | None = None) -> OSError:
 
 def free_mb(path: str) -> int | None:
     """Megabytes free on the file system that holds `path` (its nearest existing parent), or None."""
-    p = os.path.abspath(path)
-    while p and not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
+    existing = os.path.abspath(path)
+    while existing and not os.path.exists(existing):
+        parent = os.path.dirname(existing)
+        if parent == existing:
             return None
-        p = parent
+        existing = parent
     try:
-        return shutil.disk_usage(p).free // (1 << 20)
+        return shutil.disk_usage(existing).free // (1 << 20)
     except OSError:
         return None
 

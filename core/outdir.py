@@ -136,12 +136,12 @@ def _resolved(path: str) -> str:
 
 def relation(out: str, source: str) -> str | None:
     """How `out` lies to `source` once links are resolved: "is", "is inside", "holds", or None."""
-    o, s = _resolved(out), _resolved(source)
-    if o == s:
+    out_path, source_path = _resolved(out), _resolved(source)
+    if out_path == source_path:
         return "is"
-    if o.startswith(s.rstrip("/") + "/"):
+    if out_path.startswith(source_path.rstrip("/") + "/"):
         return "is inside"
-    if s.startswith(o.rstrip("/") + "/"):
+    if source_path.startswith(out_path.rstrip("/") + "/"):
         return "holds"
     return None
 

@@ -33,9 +33,9 @@ def list_steps(run_dir: str) -> list[int]:
     root = checkpoints_dir(run_dir)
     steps = []
     for name in storage.subdirs(root):
-        m = _STEP_DIR.match(name)
-        if m and storage.exists(storage.join(root, name, CHECKSUMS)):
-            steps.append(int(m.group(1)))
+        match = _STEP_DIR.match(name)
+        if match and storage.exists(storage.join(root, name, CHECKSUMS)):
+            steps.append(int(match.group(1)))
     return sorted(steps)
 
 

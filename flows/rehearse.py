@@ -33,7 +33,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from core import config_cli
+from core.config_cli import opt
 from core.errors import UserError
 
 BUCKET = "albert-rehearsal"
@@ -231,11 +234,16 @@ def run_week(name: str, params: dict) -> dict:
 # --------------------------------------------------------------------------------------------- main
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=150, help="pretraining steps per week [150]")
-    p.add_argument(
-        "--articles", type=int, default=1200, help="sample articles written as the week's dumps [1200]"
-    )
+@dataclass
+class RehearseOptions:
+    """`albert rehearse`'s options: how big the two weeks are (everything else is production's)."""
+
+    steps: int = opt(150, "pretraining steps per week [150]")
+    articles: int = opt(1200, "sample articles written as the week's dumps [1200]")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    config_cli.add_arguments(parser, RehearseOptions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
     from flows.gcs_emulator import create_bucket, local_gcs
     from flows.server import local_server
 
+    options = config_cli.from_args(RehearseOptions, args)
     started = time.time()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -251,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="albert-rehearsal-") as tmp, local_gcs() as gcs:
         create_bucket(gcs, BUCKET)
         root, dumps = f"gs://{BUCKET}/factory", f"gs://{BUCKET}/dumps"
-        inputs = write_dumps(dumps, args.articles)
+        inputs = write_dumps(dumps, options.articles)
         say(f"storage   {root}   (GCS emulator at {gcs}; STORAGE_EMULATOR_HOST is set for every process)")
         say(f"inputs    {dumps}/{DUMP} ({inputs['zhwiki pages']} pages) and its index,")
         say(f"          {dumps}/{NEWS} ({inputs['news articles']} articles)")
@@ -267,8 +276,8 @@ def run(args: argparse.Namespace) -> int:
                 " ".join(value) if isinstance(value, list) and value and isinstance(value[0], str) else value
             )
             say(f"  {key:<{width}}  {production.get(key)!s:<28} -> {shown}" + (f"   ({why})" if why else ""))
-        rehearsal["steps"] = args.steps
-        say(f"  {'steps':<{width}}  {production.get('steps')!s:<28} -> {args.steps}")
+        rehearsal["steps"] = options.steps
+        say(f"  {'steps':<{width}}  {production.get('steps')!s:<28} -> {options.steps}")
         say(f"  every other parameter as scheduled: micro_batch_size={production.get('micro_batch_size')!r}, "
             f"finetune_task={production.get('finetune_task')!r}, newest_only={production.get('newest_only')}")  # fmt: skip
         say()

@@ -202,17 +202,17 @@ def _parse_weights(folder: str, sums: dict[str, str] | None) -> dict[str, torch.
 def read_checkpoint(ckpt_dir: str | Path) -> tuple[AlbertConfig, dict[str, torch.Tensor], dict]:
     """(config, tensors, raw config.json) of a checkpoint folder (a path or URL), its files verified
     against checksums.json (or parsed strictly in a foreign folder); UserError when it is not one."""
-    d = str(ckpt_dir)
-    if not storage.isdir(d):
-        raise UserError(f"checkpoint folder not found: {d}")
+    folder = str(ckpt_dir)
+    if not storage.isdir(folder):
+        raise UserError(f"checkpoint folder not found: {folder}")
     for name in (CONFIG_NAME, WEIGHTS_NAME):
-        if not storage.isfile(storage.join(d, name)):
-            raise CheckpointError(f"{d} is not a checkpoint folder: {name} is missing")
-    sums = read_checksums(d)
-    config, raw = _parse_config(d, read_verified(d, CONFIG_NAME, sums))
-    state = _parse_weights(d, sums)
+        if not storage.isfile(storage.join(folder, name)):
+            raise CheckpointError(f"{folder} is not a checkpoint folder: {name} is missing")
+    sums = read_checksums(folder)
+    config, raw = _parse_config(folder, read_verified(folder, CONFIG_NAME, sums))
+    state = _parse_weights(folder, sums)
     if sums is not None and SPM_NAME in sums:  # evaluate, finetune and export read it next
-        verify_file(d, SPM_NAME, sums)
+        verify_file(folder, SPM_NAME, sums)
     return config, state, raw
 
 

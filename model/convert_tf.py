@@ -120,21 +120,21 @@ def tf_name_map(config: AlbertConfig) -> list[tuple[str, str, bool]]:
 
 def resolve_prefix(path: str | Path) -> str:
     """A checkpoint prefix from a prefix (model.ckpt-125000) or a folder holding one checkpoint."""
-    p = Path(path)
-    if Path(f"{p}.index").is_file():
-        return str(p)
-    if p.is_dir():
-        latest = _tf().train.latest_checkpoint(str(p))
+    prefix = Path(path)
+    if Path(f"{prefix}.index").is_file():
+        return str(prefix)
+    if prefix.is_dir():
+        latest = _tf().train.latest_checkpoint(str(prefix))
         if latest:
             return latest
-        indexes = sorted(p.glob("*.index"))
+        indexes = sorted(prefix.glob("*.index"))
         if len(indexes) == 1:
             return str(indexes[0].with_suffix(""))
         if len(indexes) > 1:
             raise UserError(
-                f"{p} holds several checkpoints; pass one prefix, e.g. {indexes[-1].with_suffix('')}"
+                f"{prefix} holds several checkpoints; pass one prefix, e.g. {indexes[-1].with_suffix('')}"
             )
-    raise UserError(f"no TF checkpoint at {p} (expected a prefix with a .index file, or a folder)")
+    raise UserError(f"no TF checkpoint at {prefix} (expected a prefix with a .index file, or a folder)")
 
 
 def read_tf_weights(prefix: str, config: AlbertConfig) -> dict[str, torch.Tensor]:

@@ -246,9 +246,9 @@ def evaluate_checkpoint(
     )
     log(f"evaluating {checkpoint} on {eval_data.num_records or '?'} eval instances")
     rows: dict[str, list] = {}
-    s = eval_sums(model, stream.batches(), dev, autocast, max_batches, hook, rows)
-    m = summarize(s)
-    n_mlm, n_sop = s["mlm_weight"], s["sop_count"]
+    sums = eval_sums(model, stream.batches(), dev, autocast, max_batches, hook, rows)
+    summary = summarize(sums)
+    n_mlm, n_sop = sums["mlm_weight"], sums["sop_count"]
     top_eval = int(eval_tokens.argmax())
     unigram_loss = float(-(eval_tokens * np.log(unigram)).sum() / max(eval_tokens.sum(), 1))
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in {**rows, **baseline_rows}.items()}
@@ -272,8 +272,8 @@ def evaluate_checkpoint(
         "instances": instances,
         "split": "eval",
         "seconds": round(time.time() - started, 1),
-        "masked_lm": {**_acc(s["mlm_correct"], n_mlm), "loss": m["masked_lm_loss"]},
-        "sentence_order": {**_acc(s["sop_correct"], n_sop), "loss": m["sentence_order_loss"]},
+        "masked_lm": {**_acc(sums["mlm_correct"], n_mlm), "loss": summary["masked_lm_loss"]},
+        "sentence_order": {**_acc(sums["sop_correct"], n_sop), "loss": summary["sentence_order_loss"]},
         "baselines": {
             "masked_lm_most_frequent_train_token": {
                 **_acc(float(eval_tokens[top_train]), n_mlm),
@@ -315,19 +315,19 @@ def check_checkpoint_vocab(checkpoint: str, data) -> None:
         )
 
 
-def format_report(r: dict) -> str:
-    def pct(d):
-        lo, hi = d["ci95"]
-        return f"{d['accuracy']:.2%} [{lo:.2%}, {hi:.2%}]"
+def format_report(report: dict) -> str:
+    def pct(result):
+        lo, hi = result["ci95"]
+        return f"{result['accuracy']:.2%} [{lo:.2%}, {hi:.2%}]"
 
-    b = r["baselines"]
+    baselines = report["baselines"]
     return "\n".join(
         [
-            f"MLM accuracy {pct(r['masked_lm'])} (n={r['masked_lm']['n']:,}), loss {r['masked_lm']['loss']:.3f}",
-            f"  baseline most frequent train token {b['masked_lm_most_frequent_train_token']['piece']!r}: "
-            f"{pct(b['masked_lm_most_frequent_train_token'])}; unigram loss {b['masked_lm_unigram_loss']:.3f}",
-            f"SOP accuracy {pct(r['sentence_order'])} (n={r['sentence_order']['n']:,}), loss {r['sentence_order']['loss']:.3f}",
-            f"  baselines: chance 50.00%, majority train label: {pct(b['sentence_order_majority_train_label'])}",
+            f"MLM accuracy {pct(report['masked_lm'])} (n={report['masked_lm']['n']:,}), loss {report['masked_lm']['loss']:.3f}",
+            f"  baseline most frequent train token {baselines['masked_lm_most_frequent_train_token']['piece']!r}: "
+            f"{pct(baselines['masked_lm_most_frequent_train_token'])}; unigram loss {baselines['masked_lm_unigram_loss']:.3f}",
+            f"SOP accuracy {pct(report['sentence_order'])} (n={report['sentence_order']['n']:,}), loss {report['sentence_order']['loss']:.3f}",
+            f"  baselines: chance 50.00%, majority train label: {pct(baselines['sentence_order_majority_train_label'])}",
         ]
     )
 

@@ -176,15 +176,15 @@ def finetune_checkpoint(
                     correct[name] = pred == gold
         report["models"][name] = entry
     final = "test" if "test" in data else "dev"
-    p, s = report["models"]["pretrained"][final], report["models"]["scratch"][final]
+    pretrained, scratch = report["models"]["pretrained"][final], report["models"]["scratch"][final]
     report["lift"] = {
         "split": final,
-        "accuracy": p["accuracy"] - s["accuracy"],
+        "accuracy": pretrained["accuracy"] - scratch["accuracy"],
         "accuracy_paired_ci95": paired_difference(correct["pretrained"], correct["scratch"])["ci95"],
-        "macro_f1": p["macro_f1"] - s["macro_f1"],
+        "macro_f1": pretrained["macro_f1"] - scratch["macro_f1"],
     }
-    if "f1" in p:
-        report["lift"]["f1"] = p["f1"] - s["f1"]
+    if "f1" in pretrained:
+        report["lift"]["f1"] = pretrained["f1"] - scratch["f1"]
     # Right or wrong on each example of the final split, in a fixed order: the promotion gate pairs
     # the candidate's with production's on the same examples (McNemar).
     report["per_example"] = {
@@ -194,18 +194,18 @@ def finetune_checkpoint(
     return report
 
 
-def format_report(r: dict) -> str:
-    split = r["lift"]["split"]
-    lines = [f"{r['task']}: {r['sizes']} labels {r['labels']}"]
-    for name, m in r["models"].items():
-        x = m[split]
-        lo, hi = x["accuracy_ci95"]
-        f1 = f" F1 {x['f1']:.4f}" if "f1" in x else ""
+def format_report(report: dict) -> str:
+    split = report["lift"]["split"]
+    lines = [f"{report['task']}: {report['sizes']} labels {report['labels']}"]
+    for name, results in report["models"].items():
+        scores = results[split]
+        lo, hi = scores["accuracy_ci95"]
+        f1 = f" F1 {scores['f1']:.4f}" if "f1" in scores else ""
         lines.append(
-            f"  {name:<10} {split} accuracy {x['accuracy']:.2%} [{lo:.2%}, {hi:.2%}]{f1} macro-F1 "
-            f"{x['macro_f1']:.4f} ({m['training']['steps']} steps, {m['training']['seconds']} s)"
+            f"  {name:<10} {split} accuracy {scores['accuracy']:.2%} [{lo:.2%}, {hi:.2%}]{f1} macro-F1 "
+            f"{scores['macro_f1']:.4f} ({results['training']['steps']} steps, {results['training']['seconds']} s)"
         )
-    lift = r["lift"]
+    lift = report["lift"]
     lo, hi = lift["accuracy_paired_ci95"]
     lines.append(
         f"  lift (pretrained - scratch): accuracy {lift['accuracy']:+.2%} [{lo:+.2%}, {hi:+.2%}]"

@@ -43,8 +43,13 @@ def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:
 def paired_difference(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
     """Accuracy of a minus b on the same examples, with a 95% normal (Wald) interval from the
     discordant pairs."""
-    d = paired_proportion_difference(correct_a, correct_b, method="wald")
-    return {"difference": d["diff"], "ci95": list(d["ci95"]), "a_only": d["b"], "b_only": d["c"]}
+    difference = paired_proportion_difference(correct_a, correct_b, method="wald")
+    return {
+        "difference": difference["diff"],
+        "ci95": list(difference["ci95"]),
+        "a_only": difference["b"],
+        "b_only": difference["c"],
+    }
 
 
 @dataclass
@@ -86,10 +91,10 @@ def train_classifier(model, train, dev, cfg: FinetuneConfig, num_labels: int, de
     from model.optim import Schedule, build_optimizer
 
     model.to(device)
-    opt = build_optimizer(model, "adamw", cfg.lr, cfg.weight_decay, eps=1e-6)
+    optimizer = build_optimizer(model, "adamw", cfg.lr, cfg.weight_decay, eps=1e-6)
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total = max(1, int(round(cfg.epochs * steps_per_epoch)))
-    sched = Schedule(cfg.lr, int(cfg.warmup_fraction * total), total)
+    schedule = Schedule(cfg.lr, int(cfg.warmup_fraction * total), total)
     rng = np.random.default_rng(cfg.seed)
     gold_dev = np.array([y for _, _, y in dev])
     best = {"accuracy": -1.0}
@@ -102,23 +107,25 @@ def train_classifier(model, train, dev, cfg: FinetuneConfig, num_labels: int, de
         idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
         batch = {k: v.to(device) for k, v in collate([train[i] for i in idx]).items()}
         model.train()
-        sched.apply(opt, step)
+        schedule.apply(optimizer, step)
         loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
         step += 1
         if step % cfg.eval_every == 0 or step == total:
-            m = metrics(predict(model, dev, 2 * cfg.batch_size, device), gold_dev, num_labels)
-            history.append({"step": step, "loss": float(loss.detach()), "dev_accuracy": m["accuracy"]})
-            if m["accuracy"] > best["accuracy"]:
-                best, since_best = {**m, "step": step}, 0
+            dev_metrics = metrics(predict(model, dev, 2 * cfg.batch_size, device), gold_dev, num_labels)
+            history.append(
+                {"step": step, "loss": float(loss.detach()), "dev_accuracy": dev_metrics["accuracy"]}
+            )
+            if dev_metrics["accuracy"] > best["accuracy"]:
+                best, since_best = {**dev_metrics, "step": step}, 0
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             else:
                 since_best += 1
             log(
-                f"  step {step}/{total} loss {float(loss.detach()):.4f} dev acc {m['accuracy']:.4f} (best {best['accuracy']:.4f})"
+                f"  step {step}/{total} loss {float(loss.detach()):.4f} dev acc {dev_metrics['accuracy']:.4f} (best {best['accuracy']:.4f})"
             )
     if best_state is not None:
         model.load_state_dict(best_state)

@@ -77,8 +77,8 @@ def tokenizer_files(sp, proto: bytes, max_length: int) -> dict[str, bytes]:
 
 def tokenizer_json(sp, spec, prefix: bool) -> dict:
     """The `tokenizers` serialization of the vocabulary (format version 1.0)."""
-    n = sp.get_piece_size()
-    special_ids = [i for i in range(n) if sp.is_control(i) or sp.is_unknown(i)]
+    piece_count = sp.get_piece_size()
+    special_ids = [i for i in range(piece_count) if sp.is_control(i) or sp.is_unknown(i)]
     cls_id, sep_id = sp.piece_to_id("[CLS]"), sp.piece_to_id("[SEP]")
     scheme = "always" if prefix else "never"
     normalizers = [
@@ -135,7 +135,7 @@ def tokenizer_json(sp, spec, prefix: bool) -> dict:
         "model": {
             "type": "Unigram",
             "unk_id": sp.unk_id(),
-            "vocab": [[sp.id_to_piece(i), sp.get_score(i)] for i in range(n)],
+            "vocab": [[sp.id_to_piece(i), sp.get_score(i)] for i in range(piece_count)],
             "byte_fallback": False,
         },
     }

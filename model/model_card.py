@@ -33,50 +33,50 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
-def _acc(d: dict) -> str:
-    lo, hi = d.get("ci95") or d.get("accuracy_ci95") or (None, None)
+def _acc(result: dict) -> str:
+    lo, hi = result.get("ci95") or result.get("accuracy_ci95") or (None, None)
     interval = f" [{_pct(lo)}, {_pct(hi)}]" if lo is not None else ""
-    n = f" (n={d['n']:,})" if "n" in d else ""
-    return f"{_pct(d['accuracy'])}{interval}{n}"
+    count = f" (n={result['n']:,})" if "n" in result else ""
+    return f"{_pct(result['accuracy'])}{interval}{count}"
 
 
-def _eval_section(name: str, r: dict) -> list[str]:
-    if {"masked_lm", "sentence_order"} <= set(r):  # albert evaluate
-        b = r.get("baselines", {})
+def _eval_section(name: str, report: dict) -> list[str]:
+    if {"masked_lm", "sentence_order"} <= set(report):  # albert evaluate
+        baselines = report.get("baselines", {})
         lines = [
-            f"Held-out pretraining metrics (`albert evaluate`, {name}, instances {r.get('instances')}):",
+            f"Held-out pretraining metrics (`albert evaluate`, {name}, instances {report.get('instances')}):",
             "",
             "| metric | model | baseline (same data) |",
             "|---|---|---|",
-            f"| masked-LM accuracy | {_acc(r['masked_lm'])} | most frequent train token: "
+            f"| masked-LM accuracy | {_acc(report['masked_lm'])} | most frequent train token: "
             + (
-                _acc(b["masked_lm_most_frequent_train_token"])
-                if "masked_lm_most_frequent_train_token" in b
+                _acc(baselines["masked_lm_most_frequent_train_token"])
+                if "masked_lm_most_frequent_train_token" in baselines
                 else "-"
             )
             + " |",
-            f"| masked-LM loss (nats) | {r['masked_lm'].get('loss', float('nan')):.4f} | unigram: "
+            f"| masked-LM loss (nats) | {report['masked_lm'].get('loss', float('nan')):.4f} | unigram: "
             + (
-                f"{b['masked_lm_unigram_loss']:.4f}"
-                if isinstance(b.get("masked_lm_unigram_loss"), float)
+                f"{baselines['masked_lm_unigram_loss']:.4f}"
+                if isinstance(baselines.get("masked_lm_unigram_loss"), float)
                 else "-"
             )
             + " |",
-            f"| sentence-order accuracy | {_acc(r['sentence_order'])} | chance: 50.00% |",
+            f"| sentence-order accuracy | {_acc(report['sentence_order'])} | chance: 50.00% |",
             "",
         ]
         return lines
-    if {"models", "lift"} <= set(r):  # albert finetune
-        split = r["lift"]["split"]
-        lines = [f"Fine-tuning (`albert finetune`, task {r.get('task')}, {name}), {split} split:", ""]
+    if {"models", "lift"} <= set(report):  # albert finetune
+        split = report["lift"]["split"]
+        lines = [f"Fine-tuning (`albert finetune`, task {report.get('task')}, {name}), {split} split:", ""]
         lines += ["| model | accuracy [95% interval] | macro-F1 |", "|---|---|---|"]
-        for model_name, m in r["models"].items():
-            x = m[split]
-            lines.append(f"| {model_name} | {_acc(x)} | {x.get('macro_f1', float('nan')):.4f} |")
-        lo, hi = r["lift"]["accuracy_paired_ci95"]
+        for model_name, results in report["models"].items():
+            scores = results[split]
+            lines.append(f"| {model_name} | {_acc(scores)} | {scores.get('macro_f1', float('nan')):.4f} |")
+        lo, hi = report["lift"]["accuracy_paired_ci95"]
         lines += [
             "",
-            f"Lift of pretraining: {100 * r['lift']['accuracy']:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}] "
+            f"Lift of pretraining: {100 * report['lift']['accuracy']:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}] "
             "(paired 95% interval).",
             "",
         ]
@@ -96,7 +96,6 @@ def model_card(
     trainer = _read_json(ckpt_dir, "trainer.json")
     lineage = _read_json(ckpt_dir, "lineage.json")
     metrics = _read_json(ckpt_dir, "metrics.json")
-    c = hf_config
     lines = [
         "---",
         "library_name: transformers",
@@ -128,12 +127,12 @@ def model_card(
         "",
         "| | |",
         "|---|---|",
-        f"| layers (parameter groups shared across them) | {c.get('num_hidden_layers')} ({c.get('num_hidden_groups', 1)}) |",
-        f"| hidden size / embedding size | {c.get('hidden_size')} / {c.get('embedding_size')} |",
-        f"| attention heads | {c.get('num_attention_heads')} |",
-        f"| intermediate size | {c.get('intermediate_size')} |",
-        f"| vocabulary | {c.get('vocab_size')} pieces |",
-        f"| max positions | {c.get('max_position_embeddings')} |",
+        f"| layers (parameter groups shared across them) | {hf_config.get('num_hidden_layers')} ({hf_config.get('num_hidden_groups', 1)}) |",
+        f"| hidden size / embedding size | {hf_config.get('hidden_size')} / {hf_config.get('embedding_size')} |",
+        f"| attention heads | {hf_config.get('num_attention_heads')} |",
+        f"| intermediate size | {hf_config.get('intermediate_size')} |",
+        f"| vocabulary | {hf_config.get('vocab_size')} pieces |",
+        f"| max positions | {hf_config.get('max_position_embeddings')} |",
         "",
         "## Tokenization",
         "",

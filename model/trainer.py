@@ -26,7 +26,7 @@ run's stateful parts (`Trainer.state`, model/train_state.py), written and read b
 Outputs in runs/ID: checkpoints/step-N/ (model.checkpoint), metrics.jsonl, TensorBoard events under
 tb/, curves.png at the end, train_config.json (with the first checkpoint).
 
-Before any work the inputs are checked (model/train_inputs.py, docs/trust-training.md); then the run
+Before any work the inputs are checked (model/train_setup.py, docs/trust-training.md); then the run
 folder is claimed (core.outdir: ours, new, or --force) and a write probed. A resumed run must see
 the same data (content id), the same vocabulary and the same settings as its checkpoint.
 """
@@ -44,13 +44,14 @@ import torch
 from core import lock, storage
 from core.errors import UserError
 from model import checkpoint as ckpt
-from model import distributed as distx
+from model import distributed
 from model.albert import AlbertForPreTraining
 from model.device import make_deterministic, resolve_device
 from model.metrics import MetricsLog, MetricsWindow, plot_curves, progress_line, read_metrics
 from model.optim import Schedule, build_optimizer
 from model.train_config import TrainConfig
-from model.train_inputs import (
+from model.train_loop import Cadence, DivergenceGuard, StopRequest, TrainClock
+from model.train_setup import (
     build_model_config,
     check_first_records,
     check_init_vocabulary,
@@ -61,7 +62,6 @@ from model.train_inputs import (
     run_vocabulary,
     unigram_output_bias,
 )
-from model.train_loop import Cadence, DivergenceGuard, StopRequest, TrainClock
 from model.train_state import DataPosition, ModelState, OptimizerState, Progress, RNGState
 
 
@@ -70,14 +70,14 @@ class Trainer:
         from model.data import NoSplit, find_instances
 
         cfg.check()
-        self.cfg, t = cfg, cfg.training
+        self.cfg, training = cfg, cfg.training
         self.device = resolve_device(cfg.runtime.device)
         if cfg.runtime.deterministic:
             make_deterministic()
-        self.dist = distx.init(self.device.type)
+        self.dist = distributed.init(self.device.type)
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
-        bf16 = t.precision == "bf16" or (t.precision == "auto" and self.device.type == "cuda")
+        bf16 = training.precision == "bf16" or (training.precision == "auto" and self.device.type == "cuda")
         self.precision = "bf16" if bf16 else "fp32"
 
         # The inputs, checked before anything is written.
@@ -107,9 +107,9 @@ class Trainer:
         if init:
             check_init_vocabulary(init, self.spm_path)
         # The run folder: ours and writable (main rank; the others learn of a refusal and stop too).
-        distx.on_main(lambda: claim_run_folder(cfg.out, cfg.checkpoint.force), self.dist)
+        distributed.on_main(lambda: claim_run_folder(cfg.out, cfg.checkpoint.force), self.dist)
 
-        torch.manual_seed(t.seed)  # the same initial weights on every rank
+        torch.manual_seed(training.seed)  # the same initial weights on every rank
         self.model = AlbertForPreTraining(self.config)
         if init:
             from model.convert import load_state, read_checkpoint
@@ -124,17 +124,17 @@ class Trainer:
             # Not when resuming: the checkpoint's weights replace it.
             unigram_output_bias(self.model, self.train_data, self.config.vocab_size)
         self.model.to(self.device)
-        self.wrapped = distx.wrap(self.model, self.dist, cfg.runtime.parallel, self.device)
+        self.wrapped = distributed.wrap(self.model, self.dist, cfg.runtime.parallel, self.device)
         self.forward = torch.compile(self.wrapped) if cfg.runtime.compile else self.wrapped
-        o = cfg.optim
-        self.optimizer = build_optimizer(self.model, o.optimizer, o.lr, o.weight_decay)
-        self.schedule = Schedule(o.lr, o.warmup_steps, t.steps)
+        optim = cfg.optim
+        self.optimizer = build_optimizer(self.model, optim.optimizer, optim.lr, optim.weight_decay)
+        self.schedule = Schedule(optim.lr, optim.warmup_steps, training.steps)
         dev_type = "cuda" if self.device.type == "cuda" else "cpu"
         self.autocast = (
             (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
         )
-        every = cfg.logging
-        self.cadence = Cadence(t.steps, every.log_every, every.eval_every, cfg.checkpoint.save_every)
+        logs, saves = cfg.logging, cfg.checkpoint
+        self.cadence = Cadence(training.steps, logs.log_every, logs.eval_every, saves.save_every)
 
         # Everything a checkpoint holds and a resume restores, by name (model/train_state.py).
         self.progress, self.data = Progress(), DataPosition()
@@ -156,7 +156,7 @@ class Trainer:
         # The run folder's logs (metrics.jsonl, tb/, curves.png), written by the main rank; a local
         # working copy when the folder is a URL (storage.Mirror).
         self.files = storage.Mirror(cfg.out) if self.dist.is_main else None
-        torch.manual_seed(t.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
+        torch.manual_seed(training.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
         self._resume()
 
     @property
@@ -204,7 +204,8 @@ class Trainer:
     def save(self) -> str:
         """Gather every part's state (collective), write step-N on rank 0, wait for it."""
         state = {name: part.state_dict() for name, part in self.state.items()}
-        ranks = distx.all_gather_objects({"data": state.pop("data"), "rng": state.pop("rng")}, self.dist)
+        own = {name: state.pop(name) for name in ("data", "rng")}  # each rank's own parts
+        ranks = distributed.all_gather_objects(own, self.dist)
         path = None
         if self.dist.is_main:
             config_json = {**self.config.to_hf_dict(), "architectures": ["AlbertForPreTraining"]}
@@ -220,7 +221,7 @@ class Trainer:
             )
             # The run's settings, for people and for `outdir` (a run folder); they lock from now on.
             storage.write_json(storage.join(self.cfg.out, "train_config.json"), self.cfg.to_dict(), indent=1)
-        distx.barrier(self.dist)
+        distributed.barrier(self.dist)
         return path or ckpt.step_dir(self.cfg.out, self.step)
 
     # -- data --------------------------------------------------------------------------------------
@@ -289,18 +290,18 @@ class Trainer:
             ],
             dtype=torch.float64,
         )
-        distx.all_reduce_sum(counts, self.dist)
+        distributed.all_reduce_sum(counts, self.dist)
         W, N, tokens = counts.tolist()
         sums = torch.zeros(5, dtype=torch.float64)  # mlm_sum, mlm_correct, sop_sum, sop_correct, bad losses
-        for k, b in enumerate(batches):
-            with distx.no_sync(self.wrapped, k < len(batches) - 1), self.autocast():
-                loss, parts = self.micro_loss(b, W, N)
+        for index, batch in enumerate(batches):
+            with distributed.no_sync(self.wrapped, index < len(batches) - 1), self.autocast():
+                loss, parts = self.micro_loss(batch, W, N)
             loss.backward()
             bad = (~torch.isfinite(loss.detach())).double()
-            sums += torch.stack([t.detach().double().cpu() for t in (*parts, bad)])
+            sums += torch.stack([part.detach().double().cpu() for part in (*parts, bad)])
         # The stop votes (a signal here, rank 0's clock) ride on this all-reduce: all ranks agree.
         sums = torch.cat([sums, torch.tensor(self.stop.votes(), dtype=torch.float64)])
-        distx.all_reduce_sum(sums, self.dist)
+        distributed.all_reduce_sum(sums, self.dist)
         mlm_sum, mlm_correct, sop_sum, sop_correct, bad_loss, *votes = sums.tolist()
         params = [p for p in self.model.parameters() if p.grad is not None]
         clip = self.cfg.optim.clip_norm
@@ -342,19 +343,19 @@ class Trainer:
             with self.stop.catching_signals():
                 batches, window = self._batches(), MetricsWindow()
                 while self.step < steps:
-                    m = self.train_step(self._next_micro_batches(batches))
+                    metrics = self.train_step(self._next_micro_batches(batches))
                     self.step += 1
-                    self.progress.count(m)
-                    guard.update(m["finite"], self.step, log.message)
-                    window.add(m)
-                    stop = None if guard.streak else m["stop"]  # a stop waits for the end of a streak
+                    self.progress.count(metrics)
+                    guard.update(metrics["finite"], self.step, log.message)
+                    window.add(metrics)
+                    stop = None if guard.streak else metrics["stop"]  # a stop waits for the end of a streak
                     if stop:  # saved first: the step in flight is kept even if what follows fails
                         last_saved = self._save(log, quiet=bool(stop.signum))
                         self._raise_if_signalled(stop.signum)
                     if self.cadence.log(self.step):
                         seconds = self.clock.elapsed()
-                        rec = window.record(self.step, m["lr"], self.progress.skipped_steps, seconds)
-                        log.write(rec, progress_line(rec, steps), advance=window.steps)
+                        record = window.record(self.step, metrics["lr"], self.progress.skipped_steps, seconds)
+                        log.write(record, progress_line(record, steps), advance=window.steps)
                         window = MetricsWindow()
                     if self.cadence.evaluate(self.step) and not stop:
                         self._log_eval(log)
@@ -415,12 +416,12 @@ class Trainer:
         if self.eval_data is None:
             return None
         # The unwrapped model: DDP's forward would sync buffers; FSDP2 shards the model in place.
-        s = eval_sums(
+        sums = eval_sums(
             self.model, self._eval_batches(), self.device, self.autocast, self.cfg.logging.eval_batches
         )
-        t = torch.tensor([s[k] for k in sorted(s)], dtype=torch.float64)
-        distx.all_reduce_sum(t, self.dist)
-        return summarize(dict(zip(sorted(s), t.tolist())))
+        totals = torch.tensor([sums[name] for name in sorted(sums)], dtype=torch.float64)  # over all ranks
+        distributed.all_reduce_sum(totals, self.dist)
+        return summarize(dict(zip(sorted(sums), totals.tolist())))
 
     def _log_eval(self, log: MetricsLog) -> dict | None:
         metrics = self.evaluate()
@@ -445,4 +446,4 @@ def train(cfg: TrainConfig) -> dict:
     finally:
         if trainer.files is not None:
             trainer.files.close()  # uploads what is left (a remote run folder), removes the copy
-        distx.shutdown()
+        distributed.shutdown()

@@ -45,8 +45,8 @@ class GCSObjects:
 
     def _blob(self, url: str, existing: bool = False):
         bucket, _, name = url.split("://", 1)[1].partition("/")
-        b = self.client.bucket(bucket)
-        return b.get_blob(name) if existing else b.blob(name)
+        bucket_handle = self.client.bucket(bucket)
+        return bucket_handle.get_blob(name) if existing else bucket_handle.blob(name)
 
     def read(self, url: str) -> tuple[bytes | None, int | None]:
         from google.api_core.exceptions import NotFound, PreconditionFailed

@@ -123,11 +123,11 @@ def read_json(path: str) -> Any:
 
 def sha256(path: str) -> str:
     """Content hash of a file, streamed."""
-    h = hashlib.sha256()
+    digest = hashlib.sha256()
     with open_read(path) as f:
         while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def checksum(path: str) -> str:
@@ -239,28 +239,29 @@ def copy(src: str, dst: str) -> None:
     """Copy one file: server-side within one object store, streamed otherwise. The destination
     appears whole (a temporary name locally, one upload remotely)."""
     if is_url(src) and is_url(dst) and protocol(src) == protocol(dst):
-        fs, s = filesystem(src)
+        fs, src_path = filesystem(src)
         makedirs(dirname(dst))
-        fs.copy(s, filesystem(dst)[1])
+        fs.copy(src_path, filesystem(dst)[1])
         return
     if not is_url(dst):
-        d = local_path(dst)
+        dst_path = local_path(dst)
         tmp = os.path.join(
-            os.path.dirname(os.path.abspath(d)), f".{os.path.basename(d)}.tmp-{uuid.uuid4().hex[:8]}"
+            os.path.dirname(os.path.abspath(dst_path)),
+            f".{os.path.basename(dst_path)}.tmp-{uuid.uuid4().hex[:8]}",
         )
-        with open_read(src) as r, _naming(d, tmp), _removed_on_failure(tmp):
-            local_makedirs(os.path.dirname(os.path.abspath(d)))
-            with open(tmp, "xb") as w:
-                shutil.copyfileobj(r, w, CHUNK)
-            os.replace(tmp, d)
+        with open_read(src) as reader, _naming(dst_path, tmp), _removed_on_failure(tmp):
+            local_makedirs(os.path.dirname(os.path.abspath(dst_path)))
+            with open(tmp, "xb") as writer:
+                shutil.copyfileobj(reader, writer, CHUNK)
+            os.replace(tmp, dst_path)
         return
     if not is_url(src):  # local -> remote: one streamed upload
-        fs, d = filesystem(dst)
+        fs, dst_path = filesystem(dst)
         makedirs(dirname(dst))
-        fs.put_file(local_path(src), d)
+        fs.put_file(local_path(src), dst_path)
         return
-    with open_read(src) as r, open_write(dst) as w:
-        shutil.copyfileobj(r, w, CHUNK)
+    with open_read(src) as reader, open_write(dst) as writer:
+        shutil.copyfileobj(reader, writer, CHUNK)
 
 
 def rename(src: str, dst: str) -> None:

@@ -39,16 +39,16 @@ class RecordError(UserError, ValueError):
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result, shift = b & 0x7F, 7
+    byte = buf[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result, shift = byte & 0x7F, 7
     pos += 1
     while True:
-        b = buf[pos]
-        result |= (b & 0x7F) << shift
+        byte = buf[pos]
+        result |= (byte & 0x7F) << shift
         pos += 1
-        if b < 0x80:
+        if byte < 0x80:
             return result, pos
         shift += 7
 
@@ -59,8 +59,8 @@ def _skip_field(buf: bytes, pos: int, wire: int) -> int:
     if wire == 1:
         return pos + 8
     if wire == 2:
-        n, pos = _uvarint(buf, pos)
-        return pos + n
+        length, pos = _uvarint(buf, pos)
+        return pos + length
     if wire == 5:
         return pos + 4
     raise RecordError(f"unsupported wire type {wire}")
@@ -73,9 +73,9 @@ def _fields(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int
         key, pos = _uvarint(buf, pos)
         field, wire = key >> 3, key & 7
         if wire == 2:
-            n, pos = _uvarint(buf, pos)
-            yield field, wire, pos, pos + n
-            pos += n
+            length, pos = _uvarint(buf, pos)
+            yield field, wire, pos, pos + length
+            pos += length
         elif wire == 0:
             nxt = _uvarint(buf, pos)[1]
             yield field, wire, pos, nxt
@@ -126,8 +126,8 @@ def _scan(buf: bytes) -> dict[bytes, tuple[int, bytes]]:
     try:
         if buf[0] != 0x0A:
             return _scan_general(buf)
-        n, pos = _uvarint(buf, 1)
-        end = pos + n
+        length, pos = _uvarint(buf, 1)
+        end = pos + length
         if end != len(buf):
             return _scan_general(buf)
         out = {}
@@ -135,33 +135,33 @@ def _scan(buf: bytes) -> dict[bytes, tuple[int, bytes]]:
         while pos < end:
             if buf[pos] != 0x0A:  # Features.feature (1, LEN)
                 return _scan_general(buf)
-            n = buf[pos + 1]
-            if n < 0x80:
+            length = buf[pos + 1]
+            if length < 0x80:
                 pos += 2
             else:
-                n, pos = uvarint(buf, pos + 1)
-            entry_end = pos + n
+                length, pos = uvarint(buf, pos + 1)
+            entry_end = pos + length
             if buf[pos] != 0x0A:  # entry.key first
                 return _scan_general(buf)
-            n = buf[pos + 1]  # names are short
-            name = buf[pos + 2 : pos + 2 + n]
-            pos += 2 + n
-            if n >= 0x80 or buf[pos] != 0x12:  # entry.value
+            length = buf[pos + 1]  # names are short
+            name = buf[pos + 2 : pos + 2 + length]
+            pos += 2 + length
+            if length >= 0x80 or buf[pos] != 0x12:  # entry.value
                 return _scan_general(buf)
-            n = buf[pos + 1]
-            pos = pos + 2 if n < 0x80 else uvarint(buf, pos + 1)[1]
+            length = buf[pos + 1]
+            pos = pos + 2 if length < 0x80 else uvarint(buf, pos + 1)[1]
             kind = buf[pos] >> 3  # Feature oneof field number
-            n = buf[pos + 1]
-            if n < 0x80:
+            length = buf[pos + 1]
+            if length < 0x80:
                 pos += 2
             else:
-                n, pos = uvarint(buf, pos + 1)
-            list_end = pos + n
+                length, pos = uvarint(buf, pos + 1)
+            list_end = pos + length
             if pos < list_end:
                 if buf[pos] != 0x0A:  # packed .value
                     return _scan_general(buf)
-                n = buf[pos + 1]
-                pos = pos + 2 if n < 0x80 else uvarint(buf, pos + 1)[1]
+                length = buf[pos + 1]
+                pos = pos + 2 if length < 0x80 else uvarint(buf, pos + 1)[1]
             if list_end != entry_end:
                 return _scan_general(buf)
             out[name] = (kind, buf[pos:list_end])

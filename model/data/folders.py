@@ -86,7 +86,7 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
         L, P = infer_lengths(first)
     except RecordError as err:
         raise RecordError(f"{p}: {err}") from None
-    vocab = n = vocab_sha = None
+    vocab = num_instances = vocab_sha = None
     if manifest is not None:
         cfg = manifest.get("config", {})
         mL = cfg.get("packing", {}).get("max_seq_length")
@@ -95,13 +95,13 @@ def find_instances(path: str, split: str = "train") -> InstanceFiles:
             raise UserError(f"{path}: records have L={L}, P={P} but manifest.json says L={mL}, P={mP}")
         vocab = (manifest.get("vocab") or {}).get("path")
         vocab_sha = (manifest.get("vocab") or {}).get("sha256")
-        n = ((manifest.get("summary") or {}).get(split) or {}).get("instances")
+        num_instances = ((manifest.get("summary") or {}).get(split) or {}).get("instances")
         identity = json.dumps(manifest.get("outputs"), sort_keys=True)
     else:
         identity = json.dumps([[storage.basename(p), storage.size(p)] for p in files])
         vocab_sha = _vocab_sha_of_folder(files)
     content_id = hashlib.sha256(identity.encode()).hexdigest()
-    return InstanceFiles(tuple(files), L, P, vocab, n, vocab_sha, content_id, path, foreign)
+    return InstanceFiles(tuple(files), L, P, vocab, num_instances, vocab_sha, content_id, path, foreign)
 
 
 def _instances_manifest(folder: str) -> dict | None:

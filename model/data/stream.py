@@ -148,27 +148,27 @@ class InstanceStream(torch.utils.data.IterableDataset):
 
     def batches(self, worker: int = 0, num_workers: int = 1) -> Iterator[tuple[dict, Position]]:
         """The batches of this rank that loader worker `worker` of `num_workers` produces."""
-        b, world, rank = self.batch_size, self.world_size, self.rank
+        batch_size, world, rank = self.batch_size, self.world_size, self.rank
         first = self.start.next_batch
-        s = self.start
-        element = s.element
+        start = self.start
+        element = start.element
         pending: list[bytes] = []  # records of the batch being filled
         pending_index, pending_mark = -1, None
         done: list[tuple[list[bytes], Position]] = []  # complete batches, decoded together
-        for (epoch, window, fi, offset, record), records in self._windows(s):
+        for (epoch, window, fi, offset, record), records in self._windows(start):
             mark = Position(epoch, window, fi, offset, record, element, 0)
             perm = window_order(len(records), self.seed, epoch, window, self.shuffle)
             own = np.arange((rank - record) % world, len(records), world)  # g % world == rank
             for p in own.tolist():
-                i = element // b
+                i = element // batch_size
                 if i >= first and (i - first) % num_workers == worker:
                     if not pending:
                         pending_index, pending_mark = i, mark
                     pending.append(records[perm[p]])
-                    if len(pending) == b:
+                    if len(pending) == batch_size:
                         done.append((pending, dataclasses.replace(pending_mark, next_batch=i + 1)))
                         pending = []
-                        if len(done) * b >= self.decode_chunk:
+                        if len(done) * batch_size >= self.decode_chunk:
                             yield from self._decode(done)
                             done = []
                 element += 1

@@ -13,6 +13,21 @@ import pytest
 from flows.deploy import REPO_ROOT
 
 
+def test_the_options_are_generated_from_the_dataclass():
+    import argparse
+
+    from core import config_cli
+    from flows import demo
+
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    argv = ["--out", "x", "--lr", "0.002", "--finetune-task", "", "--force"]
+    options = config_cli.from_args(demo.DemoOptions, parser.parse_args(argv))
+    assert options.out == "x" and options.lr == 0.002 and options.finetune_task == "" and options.force
+    assert options.steps == 250 and options.optimizer == "adamw" and options.config == "tiny"
+    assert config_cli.to_argv(options) == argv
+
+
 @pytest.mark.slow
 def test_demo_twice(tmp_path):
     out = tmp_path / "demo"

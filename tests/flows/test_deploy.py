@@ -169,6 +169,35 @@ def test_serve_runs_the_process_pool_deployments(monkeypatch):
     assert len(weekly.schedules) == 2 and weekly.schedules[0].parameters
 
 
+def _parse(command: str, argv: list[str]):
+    """The options `albert COMMAND argv` runs with (the parser flows/cli.py builds)."""
+    import argparse
+
+    from core import config_cli
+    from flows import deploy
+
+    parser = argparse.ArgumentParser(prog=f"albert {command}")
+    deploy.add_arguments(parser)
+    args = parser.parse_args(argv)
+    return config_cli.from_args(deploy.OPTIONS[args._command], args)
+
+
+def test_deploy_and_serve_share_the_file_options_and_keep_their_own():
+    from flows.deploy import DeployOptions, ServeOptions
+
+    deploy = _parse("deploy", ["--only", "pretrain/local", "--only", "evaluate/local", "--no-pools"])
+    assert isinstance(deploy, DeployOptions) and deploy.no_pools and not deploy.dry_run
+    assert (
+        deploy.file.only == ["pretrain/local", "evaluate/local"] and deploy.file.prefect_file == DEFAULT_FILE
+    )
+    serve = _parse("serve", ["--prefect-file", "x.yaml", "--limit", "3"])
+    assert isinstance(serve, ServeOptions) and serve.limit == 3 and serve.file.prefect_file == "x.yaml"
+    assert serve.file.only == [] and _parse("serve", []).limit is None
+    for command, flag in (("serve", "--dry-run"), ("serve", "--no-pools"), ("deploy", "--limit")):
+        with pytest.raises(SystemExit):  # argparse: "unrecognized arguments", exit 2
+            _parse(command, [flag, "1"] if flag == "--limit" else [flag])
+
+
 def test_compose_file_runs_prefect_on_postgres_and_a_worker():
     doc = yaml.safe_load(open(os.path.join(INFRA, "docker-compose.yaml"), encoding="utf-8"))
     services = doc["services"]

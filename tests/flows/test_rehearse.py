@@ -12,6 +12,19 @@ import pytest
 from flows.deploy import REPO_ROOT
 
 
+def test_the_options_are_generated_from_the_dataclass():
+    import argparse
+
+    from core import config_cli
+    from flows import rehearse
+
+    parser = argparse.ArgumentParser()
+    rehearse.add_arguments(parser)
+    options = config_cli.from_args(rehearse.RehearseOptions, parser.parse_args(["--steps", "20"]))
+    assert options == rehearse.RehearseOptions(steps=20, articles=1200)
+    assert config_cli.to_argv(options) == ["--steps", "20"]
+
+
 def test_the_rehearsal_runs_the_weekly_schedule_with_valid_stand_ins():
     from flows import rehearse
     from flows.deploy import parameter_problems

@@ -1,8 +1,9 @@
-"""A pretraining run's inputs, resolved and checked before any work (docs/trust-training.md): the
-instances (a finished folder, or foreign TFRecords with --vocab), the vocabulary (the one they were
-built with: sha256 in their manifest), the token ids of the first records against it, the model config,
-the micro-batch, the run folder (core.outdir: ours, new, or --force); and on resume, the
-checkpoint against all of them (the same data by content, vocabulary, settings and world size).
+"""A pretraining run's setup, done before any work (docs/trust-training.md): the inputs resolved and
+checked (the instances: a finished folder, or foreign TFRecords with --vocab; the vocabulary: the one
+they were built with, sha256 in their manifest; the token ids of the first records against it), the
+model config built, the micro-batch planned, the MLM output bias initialised, the run folder claimed
+(core.outdir: ours, new, or --force); and on resume, the checkpoint checked against all of them (the
+same data by content, vocabulary, settings and world size).
 """
 
 from __future__ import annotations
@@ -189,9 +190,9 @@ def unigram_output_bias(model: torch.nn.Module, data, vocab_size: int, max_recor
     from model.evaluate import label_counts
 
     counts, _ = label_counts(data, vocab_size, max_records)
-    p = (counts + 1.0) / (counts.sum() + vocab_size)
+    probabilities = (counts + 1.0) / (counts.sum() + vocab_size)
     with torch.no_grad():
-        model.predictions.bias.copy_(torch.from_numpy(np.log(p)).float())
+        model.predictions.bias.copy_(torch.from_numpy(np.log(probabilities)).float())
 
 
 def claim_run_folder(out: str, force: bool):
