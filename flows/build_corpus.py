@@ -16,8 +16,10 @@ from prefect.artifacts import create_table_artifact
 from prefect.tasks import exponential_backoff
 
 from core import storage
-from flows.common import RESULTS, retry_transient, stage_flow, stage_key, stage_task
+from flows.keys import stage_key
 from flows.params import Runner
+from flows.prefect_run import RESULTS, stage_flow, stage_task
+from flows.retry import retry_transient
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (docs/architecture.md)

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 from prefect.artifacts import create_table_artifact
 
 from core import storage
-from flows.common import output_hashes, stage_flow, stage_key, stage_options_and_rest, stage_task
+from flows.keys import output_hashes, stage_key
 from flows.params import Runner, WholeWord
+from flows.prefect_run import stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
+from flows.stage_options import stage_options_and_rest
 
 if TYPE_CHECKING:
     from pipelines.instances import InstancesOptions

@@ -21,7 +21,8 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from core import storage
 from core.errors import UserError
-from flows.common import logger, stage_flow, stage_key, stage_task
+from flows.keys import stage_key
+from flows.prefect_run import logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
 from model.samples import Baselines, EvalSample
 

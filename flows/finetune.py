@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from core import storage
-from flows.common import logger, stage_key, stage_options, stage_task
+from flows.keys import stage_key
+from flows.prefect_run import logger, stage_task
 from flows.stage import stage_dir
+from flows.stage_options import stage_options
 
 if TYPE_CHECKING:
     from model.finetune import FinetuneOptions

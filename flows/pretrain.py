@@ -36,20 +36,12 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from core import config_cli, storage
 from core.errors import UserError
 from flows import preflight
-from flows.common import (
-    STOP_GRACE_S,
-    albert_command,
-    flow_run_id,
-    logger,
-    output_hashes,
-    stage_flow,
-    stage_key,
-    stage_options,
-    stage_task,
-    stream_process,
-)
+from flows.keys import output_hashes, stage_key
 from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
+from flows.prefect_run import flow_run_id, logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
+from flows.stage_options import stage_options
+from flows.stage_process import STOP_GRACE_S, albert_command, stream_process
 from model.train_config import TrainConfig, train_argv
 
 # Options added after run folders existed: at their default they stay out of the key, so existing runs

@@ -31,7 +31,6 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from core import lock, storage
 from core.errors import UserError
-from flows.common import flow_run_id, logger, stage_flow
 from flows.evaluate import (
     baseline_cache_dir,
     eval_json_path,
@@ -43,6 +42,7 @@ from flows.evaluate import (
 from flows.gate import GateConfig, decide
 from flows.gate_report import decision_table_markdown
 from flows.lineage import build_lineage
+from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promotion import gate_and_promote
 from flows.registry import DEFAULT_MODEL, MODEL_NAME, MODEL_NAME_RULE, Registry
 from flows.stage import DEFAULT_ROOT

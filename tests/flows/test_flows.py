@@ -229,7 +229,7 @@ def test_stream_process_times_out_and_reports_the_tail():
     import sys
     import time
 
-    from flows.common import StageProcessError, stream_process
+    from flows.stage_process import StageProcessError, stream_process
 
     lines = []
     started = time.time()
