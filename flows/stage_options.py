@@ -69,3 +69,18 @@ def stage_options_and_rest(
     else:
         parsed, rest = parser.parse_args(args), []
     return config_cli.from_args(cls, parsed), rest
+
+
+def given_options(command: str, argv: Sequence[str]) -> dict[str, Any]:
+    """{option name: value} of only the options argv sets, in the order it sets them, parsed once by
+    `albert COMMAND`'s own generated parser: no defaults, no option required (the caller lays them over
+    a config it built). ArgumentError (a UserError) on arguments the parser refuses."""
+    from flows.cli import command_module
+
+    parser = _StageParser(prog=f"albert {command}")
+    command_module(command).add_arguments(parser)
+    for action in parser._actions:  # argparse has no public switch for "only what is given"
+        action.default, action.required = argparse.SUPPRESS, False
+    for group in parser._mutually_exclusive_groups:
+        group.required = False
+    return vars(parser.parse_args(list(argv)))
