@@ -3,9 +3,9 @@
 The trainer's options are one TrainConfig (model/train_config.py), built once before any work
 (`trainer_config`): this flow's parameters, and over them the options extra_args set, parsed once by
 `albert pretrain`'s own (generated) parser. The run key comes from that config (`run_key`), and only
-the trainer's process gets it as argv, the flags that rebuild it (train_argv): `python -m flows.cli pretrain ...` for one process, torchrun (`python -m
-torch.distributed.run --nproc_per_node N -m flows.cli pretrain ...`) for several; every line it prints
-goes to the flow logs as it comes. The run folder is named by a hash of the instances' content and
+the trainer's process gets it as argv, the flags that rebuild it (train_argv): `python -m flows.cli
+pretrain ...` for one process, torchrun (`python -m torch.distributed.run --nproc_per_node N -m
+flows.cli pretrain ...`) for several; every line it prints goes to the flow logs as it comes. The run folder is named by a hash of the instances' content and
 the config (with the content of a config JSON and of the weights it starts from), less the run-only
 options, so a rerun after a failure calls the trainer with the same --out, and the trainer
 resumes from its last checkpoint.
@@ -107,7 +107,7 @@ def key_parts(cfg: TrainConfig, given: Sequence[str]) -> dict[str, Any]:
     was given: extra_args spelled otherwise than `--flag value` once per option with the value as
     Python prints it (now `--lr=1e-3` and `--lr 0.001` name one run), a key parameter both off its
     flow default and set in extra_args, lr or warmup_steps passed as the trainer's own default."""
-    flow_defaults = {name: p.default for name, p in inspect.signature(pretrain.fn).parameters.items()}
+    flow_defaults = {name: param.default for name, param in inspect.signature(pretrain.fn).parameters.items()}
     values, trainer_defaults = cfg.to_dict(), TrainConfig.from_flat(instances="", out="").to_dict()
     run_only = config_cli.run_options(TrainConfig)
     options: dict[str, Any] = {}
@@ -204,8 +204,8 @@ def training_summary(run_dir: str) -> dict:
                 rows.append(json.loads(line))
             except ValueError:  # a torn last line, as a killed run leaves it
                 continue
-    train = [r for r in rows if r.get("kind") == "train" and "loss" in r]
-    evals = [r for r in rows if r.get("kind") == "eval"]
+    train = [record for record in rows if record.get("kind") == "train" and "loss" in record]
+    evals = [record for record in rows if record.get("kind") == "eval"]
     curves = storage.join(run_dir, "curves.png")
     return {
         "first_train": train[0] if train else None,
@@ -220,7 +220,7 @@ def write_run_manifest(
 ) -> dict:
     from core.manifest import write_manifest
 
-    ckpt_sums = storage.read_json(storage.join(checkpoint, "checksums.json"))
+    checksums = storage.read_json(storage.join(checkpoint, "checksums.json"))
     return write_manifest(
         run_dir,
         "pretrain",
@@ -230,26 +230,27 @@ def write_run_manifest(
         seed=options.get("seed"),
         checkpoint=checkpoint,
         summary=summary,
-        outputs={"checkpoint": checkpoint, "files": ckpt_sums.get("files", {})},
+        outputs={"checkpoint": checkpoint, "files": checksums.get("files", {})},
         flow_run_id=flow_run_id(),
     )
 
 
 def training_artifact(run_dir: str, manifest: dict) -> None:
-    s = manifest["summary"]
-    first, last, ev = s.get("first_train") or {}, s.get("last_train") or {}, s.get("last_eval") or {}
+    summary = manifest["summary"]
+    first, last = summary.get("first_train") or {}, summary.get("last_train") or {}
+    last_eval = summary.get("last_eval") or {}
     rows = [
         {"item": "steps", "value": last.get("step")},
         {"item": "train loss (first logged window)", "value": first.get("loss")},
         {"item": "train loss (last logged window)", "value": last.get("loss")},
         {"item": "train MLM accuracy (last window)", "value": last.get("mlm_acc")},
         {"item": "train SOP accuracy (last window)", "value": last.get("sop_acc")},
-        {"item": "eval MLM loss", "value": ev.get("masked_lm_loss")},
-        {"item": "eval MLM accuracy", "value": ev.get("masked_lm_accuracy")},
-        {"item": "eval SOP accuracy", "value": ev.get("sentence_order_accuracy")},
+        {"item": "eval MLM loss", "value": last_eval.get("masked_lm_loss")},
+        {"item": "eval MLM accuracy", "value": last_eval.get("masked_lm_accuracy")},
+        {"item": "eval SOP accuracy", "value": last_eval.get("sentence_order_accuracy")},
         {"item": "tokens/s (last window)", "value": last.get("tokens_per_s")},
         {"item": "final checkpoint", "value": manifest["checkpoint"]},
-        {"item": "loss curve PNG", "value": s.get("loss_curve_png")},
+        {"item": "loss curve PNG", "value": summary.get("loss_curve_png")},
     ]
     create_table_artifact(table=rows, key="training-summary", description=f"pretraining run {run_dir}")
 
