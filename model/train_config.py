@@ -211,7 +211,8 @@ class TrainConfig:
         config = self.model.model if self.model.model.endswith(".json") else None
         read = [("the input --instances", self.instances), ("the input --vocab", self.data.vocab)]
         read += [("the input --config", config), ("the input --init-checkpoint", self.model.init_checkpoint)]
-        check_apart(self.out, read)
+        if self.out:  # empty: not named yet (the pretrain flow names its run folder by this config's key)
+            check_apart(self.out, read)
 
     def check_same_run(self, saved: dict, ignore: tuple[str, ...] = ()) -> None:
         """Refuse to resume a run saved with other settings (`ignore`: options compared otherwise).

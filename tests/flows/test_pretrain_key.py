@@ -148,3 +148,12 @@ def test_flow_values_the_parser_never_saw_are_checked_like_its_choices(inputs):
 
     with pytest.raises(UserError, match=r"unknown --optimizer 'sgd'; expected lamb or adamw"):
         trainer_config(inputs, "/runs/x", {**FLOW_DEFAULTS, "optimizer": "sgd"}, [])
+
+
+def test_the_flow_checks_its_config_before_the_run_folder_is_named(inputs):
+    """Without run_dir the flow builds its config before the key names the run folder: an --out not
+    yet named is not taken for the working directory, which holds the instances here."""
+    from flows.pretrain import trainer_config
+
+    cfg, _ = trainer_config(inputs, "", FLOW_DEFAULTS, [])
+    assert cfg.out == "" and cfg.instances == inputs
