@@ -16,8 +16,10 @@ from prefect.artifacts import create_table_artifact
 from prefect.tasks import exponential_backoff
 
 from core import storage
-from flows.common import RESULTS, retry_transient, stage_flow, stage_key, stage_task
+from flows.keys import stage_key
 from flows.params import Runner
+from flows.prefect_run import RESULTS, stage_flow, stage_task
+from flows.retry import retry_transient
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (docs/architecture.md)
@@ -45,15 +47,16 @@ def newest_sources(sources: list[str]) -> list[str]:
     retry_delay_seconds=exponential_backoff(backoff_factor=10),
     retry_condition_fn=retry_transient,
 )
-def corpus_key(sources: list[str], options: dict[str, Any]) -> tuple[str, dict]:
-    """Hash the inputs' contents (sha256 locally, the store's checksum for URLs) and the options."""
+def corpus_key(sources: list[str], options: dict[str, Any]) -> tuple[str, dict, list[dict]]:
+    """Hash the inputs' contents (sha256 locally, the store's checksum for URLs) and the options:
+    the key, the options, and the inputs described (the stage records them without hashing again)."""
     from pipelines.corpus.options import CorpusOptions
     from pipelines.corpus.sources import plan_sources
     from pipelines.corpus.stage import describe_inputs
 
-    opts = CorpusOptions().replace(**options).to_dict()
+    corpus_options = CorpusOptions().replace(**options).to_dict()
     inputs = describe_inputs(plan_sources(sources))
-    return stage_key("corpus", inputs=inputs, options=opts, sources=sources), opts
+    return stage_key("corpus", inputs=inputs, options=corpus_options, sources=sources), corpus_options, inputs
 
 
 @stage_task("corpus-stage", backoff_factor=30)
@@ -64,7 +67,9 @@ def run_corpus_stage(
     runner: str,
     beam_args: list[str],
     max_dead_letter_fraction: float = 0.01,
+    inputs: list[dict] | None = None,
 ) -> dict:
+    """run_corpus into out_dir; `inputs`: the sources as corpus_key described (and hashed) them."""
     from pipelines.corpus.options import CorpusOptions
     from pipelines.corpus.stage import run_corpus
 
@@ -76,6 +81,7 @@ def run_corpus_stage(
         extra_beam_flags=list(beam_args),
         force=True,
         max_dead_letter_fraction=max_dead_letter_fraction,
+        inputs=inputs,
     )
 
 
@@ -83,10 +89,13 @@ def corpus_stats_artifact(corpus_dir: str) -> list[dict]:
     stats = storage.read_json(storage.join(corpus_dir, "stats.json"))
     rows = [{"outcome": "read", "reason": "", "documents": stats["read"]}]
     rows.append({"outcome": "kept", "reason": "", "documents": stats["kept"]})
-    rows += [{"outcome": "dropped", "reason": r, "documents": n} for r, n in sorted(stats["dropped"].items())]
     rows += [
-        {"outcome": "dead letter", "reason": r, "documents": n}
-        for r, n in sorted(stats["dead_letter"].items())
+        {"outcome": "dropped", "reason": reason, "documents": count}
+        for reason, count in sorted(stats["dropped"].items())
+    ]
+    rows += [
+        {"outcome": "dead letter", "reason": reason, "documents": count}
+        for reason, count in sorted(stats["dead_letter"].items())
     ]
     rows.append(
         {
@@ -120,12 +129,12 @@ def build_corpus(
     Returns {"dir", "key", "reused", "counts"}."""
     if newest_only:
         sources = newest_sources(sources)
-    key, opts = corpus_key(sources, options)
+    key, corpus_options, inputs = corpus_key(sources, options)  # the one read of the inputs in this run
     task = run_corpus_stage.with_options(timeout_seconds=timeout_minutes * 60)
     done = run_stage(
         "corpus",
         stage_dir(storage_root, "corpus", key),
-        lambda out: task(sources, out, opts, runner, beam_args, max_dead_letter_fraction),
+        lambda out: task(sources, out, corpus_options, runner, beam_args, max_dead_letter_fraction, inputs),
     )
     corpus_stats_artifact(done.dir)
     return done.result(counts=done.manifest["counts"])

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 from prefect.artifacts import create_table_artifact
 
 from core import storage
-from flows.common import output_hashes, stage_flow, stage_key, stage_options_and_rest, stage_task
+from flows.keys import output_hashes, stage_key
 from flows.params import Runner, WholeWord
+from flows.prefect_run import stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
+from flows.stage_options import stage_options_and_rest
 
 if TYPE_CHECKING:
     from pipelines.instances import InstancesOptions
@@ -31,27 +33,27 @@ def run_instances_stage(opts: InstancesOptions, beam_args: list[str]) -> None:
 def instance_stats_artifact(manifest: dict, instances_dir: str) -> list[dict]:
     rows = []
     for split in ("train", "eval"):
-        s = manifest["summary"].get(split)
-        if not s:
+        summary = manifest["summary"].get(split)
+        if not summary:
             continue
         rows.append(
             {
                 "split": split,
-                "documents": s["documents"],
-                "instances": s["instances"],
-                "fill_rate": s["fill_rate"],
-                "masked_fraction": s["masked_fraction"],
-                "masked_per_instance": s["masked_per_instance"],
-                "sop_swapped_fraction": s["sop_swapped_fraction"],
+                "documents": summary["documents"],
+                "instances": summary["instances"],
+                "fill_rate": summary["fill_rate"],
+                "masked_fraction": summary["masked_fraction"],
+                "masked_per_instance": summary["masked_per_instance"],
+                "sop_swapped_fraction": summary["sop_swapped_fraction"],
             }
         )
-    acc = manifest["summary"].get("accounting", {})
+    accounting = manifest["summary"].get("accounting", {})
     create_table_artifact(
         table=rows,
         key="instance-stats",
         description=(
             f"fill rate, masked fraction and SOP balance (swapped fraction, 0.5 = balanced) of {instances_dir}; "
-            f"documents read {acc.get('documents_read')}, skipped {acc.get('documents_skipped')}"
+            f"documents read {accounting.get('documents_read')}, skipped {accounting.get('documents_skipped')}"
         ),
     )
     return rows

@@ -21,7 +21,8 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from core import storage
 from core.errors import UserError
-from flows.common import logger, stage_flow, stage_key, stage_task
+from flows.keys import stage_key
+from flows.prefect_run import logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
 from promotion.samples import Baselines, EvalSample
 
@@ -68,13 +69,13 @@ def gate_metrics(report: dict, checkpoint: str | None = None) -> tuple[dict, dic
         "eval_predictions": report["masked_lm"]["n"],
         "eval_pairs": report["sentence_order"]["n"],
     }
-    b = report["baselines"]
+    trivial = report["baselines"]
     baselines = {
-        "mlm_loss": {"unigram": b["masked_lm_unigram_loss"]},
-        "mlm_accuracy": {"most_frequent_token": b["masked_lm_most_frequent_train_token"]["accuracy"]},
+        "mlm_loss": {"unigram": trivial["masked_lm_unigram_loss"]},
+        "mlm_accuracy": {"most_frequent_token": trivial["masked_lm_most_frequent_train_token"]["accuracy"]},
         "sop_accuracy": {
-            "chance": b["sentence_order_chance"]["accuracy"],
-            "majority": b["sentence_order_majority_train_label"]["accuracy"],
+            "chance": trivial["sentence_order_chance"]["accuracy"],
+            "majority": trivial["sentence_order_majority_train_label"]["accuracy"],
         },
     }
     config = storage.join(checkpoint or report.get("checkpoint", ""), "config.json")
@@ -99,11 +100,12 @@ def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
     """Rows metric | one column per model | baselines, for artifacts and the demo summary."""
     rows = []
     for metric in ("mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "downstream_accuracy"):
-        if not any(metric in m for m in columns.values()):
+        if not any(metric in model_metrics for model_metrics in columns.values()):
             continue
         row = {"metric": metric}
-        for name, m in columns.items():
-            row[name] = round(m[metric], 4) if m.get(metric) is not None else None
+        for name, model_metrics in columns.items():
+            value = model_metrics.get(metric)
+            row[name] = round(value, 4) if value is not None else None
         row["baselines"] = ", ".join(f"{k} {v:.4f}" for k, v in (baselines.get(metric) or {}).items())
         rows.append(row)
     return rows

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from core import storage
-from flows.common import logger, stage_key, stage_options, stage_task
+from flows.keys import stage_key
+from flows.prefect_run import logger, stage_task
 from flows.stage import stage_dir
+from flows.stage_options import stage_options
 
 if TYPE_CHECKING:
     from model.finetune import FinetuneOptions
@@ -65,23 +67,25 @@ def downstream_accuracy(
     candidate, of the same model trained from scratch, and of the fine-tuned production model, and the
     candidate's and production's right/wrong per test example (promotion.samples.DownstreamSample JSON),
     which the gate pairs."""
-    rep = _run(candidate, task, storage_root, extra_args)
-    split = rep["lift"]["split"]
+    report = _run(candidate, task, storage_root, extra_args)
+    split = report["lift"]["split"]
     out = {
         "task": task,
         "split": split,
-        "candidate": rep["models"]["pretrained"][split]["accuracy"],
-        "scratch": rep["models"]["scratch"][split]["accuracy"],
-        "lift": rep["lift"]["accuracy"],
-        "lift_ci95": rep["lift"].get("accuracy_paired_ci95"),
+        "candidate": report["models"]["pretrained"][split]["accuracy"],
+        "scratch": report["models"]["scratch"][split]["accuracy"],
+        "lift": report["lift"]["accuracy"],
+        "lift_ci95": report["lift"].get("accuracy_paired_ci95"),
         "production": None,
-        "candidate_sample": (rep.get("per_example") or {}).get("pretrained"),
+        "candidate_sample": (report.get("per_example") or {}).get("pretrained"),
         "production_sample": None,
     }
     if production:
-        prod = _run(production, task, storage_root, extra_args)
-        out["production"] = prod["models"]["pretrained"][prod["lift"]["split"]]["accuracy"]
-        out["production_sample"] = (prod.get("per_example") or {}).get("pretrained")
+        production_report = _run(production, task, storage_root, extra_args)
+        out["production"] = production_report["models"]["pretrained"][production_report["lift"]["split"]][
+            "accuracy"
+        ]
+        out["production_sample"] = (production_report.get("per_example") or {}).get("pretrained")
     logger().info(
         "downstream %s (%s): candidate %.4f, from scratch %.4f, production %s",
         task,

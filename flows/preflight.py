@@ -14,13 +14,13 @@ from typing import Any
 
 from core import storage
 from core.errors import UserError
-from flows.common import stage_options
 from flows.params import PRESETS
+from flows.stage_options import stage_options
 
 
 def stage_args_problem(command: str, cls: type, argv: Sequence[str], **known: Any) -> str | None:
     """Why `albert COMMAND` would refuse these extra arguments, or None: the options object (a `cls`)
-    is built as the flow will build it (flows/common.py stage_options), `known` standing for the
+    is built as the flow will build it (flows/stage_options.py), `known` standing for the
     options the flow itself sets."""
     try:
         stage_options(command, cls, argv, **known)

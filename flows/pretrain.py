@@ -1,13 +1,13 @@
 """Flow `pretrain`: instances -> `<storage_root>/runs/<key>/` (model.trainer via `albert pretrain`).
 
-The trainer's options are one TrainConfig (model/train_config.py): this flow's parameters with
-extra_args over them, parsed by `albert pretrain`'s own (generated) parser before any work
-(`trainer_config`). The trainer runs as its own process, given the flags that rebuild that config
-(train_argv): `python -m flows.cli pretrain ...` for one process, torchrun (`python -m
-torch.distributed.run --nproc_per_node N -m flows.cli pretrain ...`) for several; every line it prints
-goes to the flow logs as it comes. The run folder is named by a hash of the instances' content, the
-model config and the training options (and the weights it starts from), less the run-only options
-(`run_key`), so a rerun after a failure calls the trainer with the same --out, and the trainer
+The trainer's options are one TrainConfig (model/train_config.py), built once before any work
+(`trainer_config`): this flow's parameters, and over them the options extra_args set, parsed once by
+`albert pretrain`'s own (generated) parser. The run key comes from that config (`run_key`), and only
+the trainer's process gets it as argv, the flags that rebuild it (train_argv): `python -m flows.cli
+pretrain ...` for one process, torchrun (`python -m torch.distributed.run --nproc_per_node N -m
+flows.cli pretrain ...`) for several; every line it prints goes to the flow logs as it comes. The run folder is named by a hash of the instances' content and
+the config (with the content of a config JSON and of the weights it starts from), less the run-only
+options, so a rerun after a failure calls the trainer with the same --out, and the trainer
 resumes from its last checkpoint.
 When the trainer has finished, this flow writes `<run>/manifest.json` (the stage contract): a run
 folder with a manifest is reused as is.
@@ -26,9 +26,11 @@ storage root must then be shared (gs://...).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import inspect
+import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -36,67 +38,120 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from core import config_cli, storage
 from core.errors import UserError
 from flows import preflight
-from flows.common import (
-    STOP_GRACE_S,
-    albert_command,
-    flow_run_id,
-    logger,
-    output_hashes,
-    stage_flow,
-    stage_key,
-    stage_options,
-    stage_task,
-    stream_process,
-)
+from flows.keys import output_hashes, stage_key
 from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
+from flows.prefect_run import flow_run_id, logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
+from flows.stage_options import given_options
+from flows.stage_process import STOP_GRACE_S, albert_command, stream_process
 from model.train_config import TrainConfig, train_argv
-
-# Options added after run folders existed: at their default they stay out of the key, so existing runs
-# keep their folder (and resume there).
-OPTIONAL_DEFAULTS = {"micro_batch_size": None, "precision": "auto"}
 
 
 def trainer_config(
-    instances_dir: str, run_dir: str, options: dict[str, Any], extra_args: list[str]
-) -> TrainConfig:
-    """The trainer's config: this flow's options (named as `albert pretrain` names them; `config` is
-    --config), extra_args over them, parsed by `albert pretrain`'s own generated parser. UserError on
-    anything the trainer would refuse, before any work."""
-    values = {("model" if k == "config" else k): v for k, v in options.items() if v is not None}
-    cfg = stage_options("pretrain", TrainConfig, extra_args, instances=instances_dir, out=run_dir, **values)
+    instances_dir: str, run_dir: str, params: dict[str, Any], extra_args: Sequence[str]
+) -> tuple[TrainConfig, list[str]]:
+    """The trainer's config, built once: this flow's parameters (named as the flow names them: `config`
+    is the model option; None = the trainer's default), and over them the options extra_args set,
+    parsed once by `albert pretrain`'s own generated parser. Also the names of the options extra_args
+    set, in their order (the run key's one-time mapping reads them). UserError on anything the trainer
+    would refuse, before any work."""
+    values = {("model" if k == "config" else k): v for k, v in params.items() if v is not None}
+    given = given_options("pretrain", extra_args)
+    cfg = TrainConfig.from_flat(**{"instances": instances_dir, "out": run_dir, **values, **given})
     if (cfg.instances, cfg.out) != (instances_dir, run_dir):
         raise UserError("--instances and --out are set by the flow (instances_dir, the run folder)")
     cfg.check()
-    return cfg
+    return cfg, list(given)
 
 
-def without_run_options(argv: list[str]) -> list[str]:
-    """argv without the trainer's run-only options (run=True: they do not name the run) and their
-    values; the rest as given."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for f, tp in config_cli.leaves(TrainConfig):
-        if f.metadata["run"]:
-            parser.add_argument(config_cli.flag_of(f), action="store_true" if tp is bool else "store")
-    return parser.parse_known_args(list(argv))[1]
+def run_key(cfg: TrainConfig, given: Sequence[str]) -> str:
+    """The run folder's name: the instances' content and the config less its run-only options (the
+    config file's and the initial weights' content too), in the shape of the first keys (key_parts)."""
+    return stage_key("pretrain", instances=output_hashes(cfg.instances), **key_parts(cfg, given))
 
 
-def run_key(instances_dir: str, options: dict[str, Any], extra_args: list[str]) -> str:
-    """The run folder's name: the instances' content, the options that change what is trained (the
-    config file's and the initial weights' content too) and extra_args without the run-only options."""
+# The flow's parameters the first keys recorded under "options" (the run-only ones and init_checkpoint
+# never were), by the flow's names.
+KEY_PARAMS = (
+    "config",
+    "steps",
+    "batch_size",
+    "micro_batch_size",
+    "optimizer",
+    "lr",
+    "warmup_steps",
+    "seed",
+    "precision",
+)
+# Parameters added after run folders existed: at these values they stay out of the key.
+ADDED_PARAMS = {"micro_batch_size": None, "precision": "auto"}
+
+
+def key_parts(cfg: TrainConfig, given: Sequence[str]) -> dict[str, Any]:
+    """The one-time mapping from a config to the inputs of the first run keys, so that existing runs
+    keep their folder (tests/flows/test_pretrain_key.py pins them). Those keys hashed the flow's raw
+    parameters and its raw extra_args; from the config (and `given`, the options extra_args set, in
+    their order) this derives:
+
+    - options: each of KEY_PARAMS as the flow passed it: the config's value, None where the flow's
+      default None left it to the trainer and the config holds the trainer's default, the flow's
+      default where extra_args set it instead; ADDED_PARAMS left out at those values;
+    - config_sha256, init_weights_sha256: the content of a config JSON and of initial weights the
+      flow's parameters name;
+    - extra: the options extra_args set, less the run-only ones, as `--flag value` in their order
+      (`--set FIELD=VALUE` per override);
+    - more: every other option off its default that is not run-only (a flow parameter added later;
+      none existed for the first keys, so it is left out when empty).
+
+    The same inputs name the same folder as before, except where the config cannot tell what the flow
+    was given: extra_args spelled otherwise than `--flag value` once per option with the value as
+    Python prints it (now `--lr=1e-3` and `--lr 0.001` name one run), a key parameter both off its
+    flow default and set in extra_args, lr or warmup_steps passed as the trainer's own default."""
+    flow_defaults = {name: param.default for name, param in inspect.signature(pretrain.fn).parameters.items()}
+    values, trainer_defaults = cfg.to_dict(), TrainConfig.from_flat(instances="", out="").to_dict()
     run_only = config_cli.run_options(TrainConfig)
-    key_parts = {
-        k: v
-        for k, v in options.items()
-        if k not in run_only and k != "init_checkpoint" and OPTIONAL_DEFAULTS.get(k, ...) != v
-    }
+    options: dict[str, Any] = {}
+    for param in KEY_PARAMS:
+        name = "model" if param == "config" else param
+        value = values[name]
+        if name in given:
+            value = flow_defaults[param]
+        elif flow_defaults[param] is None and value == trainer_defaults[name]:
+            value = None
+        if ADDED_PARAMS.get(param, ...) != value:
+            options[param] = value
+    parts: dict[str, Any] = {"options": options}
     if options["config"].endswith(".json"):
-        key_parts["config_sha256"] = storage.sha256(options["config"])
-    if options["init_checkpoint"]:
-        weights = storage.join(options["init_checkpoint"], "model.safetensors")
-        key_parts["init_weights_sha256"] = storage.sha256(weights)
-    extra = without_run_options(extra_args)
-    return stage_key("pretrain", instances=output_hashes(instances_dir), options=key_parts, extra=extra)
+        options["config_sha256"] = storage.sha256(options["config"])
+    if cfg.model.init_checkpoint and "init_checkpoint" not in given:
+        options["init_weights_sha256"] = storage.sha256(
+            storage.join(cfg.model.init_checkpoint, "model.safetensors")
+        )
+    parts["extra"] = [arg for name in given if name not in run_only for arg in _flags(cfg, name)]
+    covered = {"instances", "model", *KEY_PARAMS, "init_checkpoint", *given}
+    more = {
+        name: value
+        for name, value in values.items()
+        if name not in covered and name not in run_only and value != trainer_defaults[name]
+    }
+    if more:
+        parts["more"] = more
+    return parts
+
+
+def _flags(cfg: TrainConfig, name: str) -> list[str]:
+    """The `albert pretrain` flags that set option `name` to its value in cfg (the first keys' spelling)."""
+    field = next(f for f, _ in config_cli.leaves(TrainConfig) if f.name == name)
+    flag, value = config_cli.flag_of(field), cfg.to_dict()[name]
+    if name == "model_overrides":
+        return [
+            arg
+            for k, v in value.items()
+            for arg in ("--set", f"{k}={v if isinstance(v, str) else json.dumps(v)}")
+        ]
+    if isinstance(value, bool):
+        return [flag if value or flag.startswith("--no-") else "--no-" + flag[2:]]
+    return [flag, str(value)]
 
 
 def trainer_command(
@@ -149,8 +204,8 @@ def training_summary(run_dir: str) -> dict:
                 rows.append(json.loads(line))
             except ValueError:  # a torn last line, as a killed run leaves it
                 continue
-    train = [r for r in rows if r.get("kind") == "train" and "loss" in r]
-    evals = [r for r in rows if r.get("kind") == "eval"]
+    train = [record for record in rows if record.get("kind") == "train" and "loss" in record]
+    evals = [record for record in rows if record.get("kind") == "eval"]
     curves = storage.join(run_dir, "curves.png")
     return {
         "first_train": train[0] if train else None,
@@ -165,7 +220,7 @@ def write_run_manifest(
 ) -> dict:
     from core.manifest import write_manifest
 
-    ckpt_sums = storage.read_json(storage.join(checkpoint, "checksums.json"))
+    checksums = storage.read_json(storage.join(checkpoint, "checksums.json"))
     return write_manifest(
         run_dir,
         "pretrain",
@@ -175,26 +230,27 @@ def write_run_manifest(
         seed=options.get("seed"),
         checkpoint=checkpoint,
         summary=summary,
-        outputs={"checkpoint": checkpoint, "files": ckpt_sums.get("files", {})},
+        outputs={"checkpoint": checkpoint, "files": checksums.get("files", {})},
         flow_run_id=flow_run_id(),
     )
 
 
 def training_artifact(run_dir: str, manifest: dict) -> None:
-    s = manifest["summary"]
-    first, last, ev = s.get("first_train") or {}, s.get("last_train") or {}, s.get("last_eval") or {}
+    summary = manifest["summary"]
+    first, last = summary.get("first_train") or {}, summary.get("last_train") or {}
+    last_eval = summary.get("last_eval") or {}
     rows = [
         {"item": "steps", "value": last.get("step")},
         {"item": "train loss (first logged window)", "value": first.get("loss")},
         {"item": "train loss (last logged window)", "value": last.get("loss")},
         {"item": "train MLM accuracy (last window)", "value": last.get("mlm_acc")},
         {"item": "train SOP accuracy (last window)", "value": last.get("sop_acc")},
-        {"item": "eval MLM loss", "value": ev.get("masked_lm_loss")},
-        {"item": "eval MLM accuracy", "value": ev.get("masked_lm_accuracy")},
-        {"item": "eval SOP accuracy", "value": ev.get("sentence_order_accuracy")},
+        {"item": "eval MLM loss", "value": last_eval.get("masked_lm_loss")},
+        {"item": "eval MLM accuracy", "value": last_eval.get("masked_lm_accuracy")},
+        {"item": "eval SOP accuracy", "value": last_eval.get("sentence_order_accuracy")},
         {"item": "tokens/s (last window)", "value": last.get("tokens_per_s")},
         {"item": "final checkpoint", "value": manifest["checkpoint"]},
-        {"item": "loss curve PNG", "value": s.get("loss_curve_png")},
+        {"item": "loss curve PNG", "value": summary.get("loss_curve_png")},
     ]
     create_table_artifact(table=rows, key="training-summary", description=f"pretraining run {run_dir}")
 
@@ -254,9 +310,9 @@ def pretrain(
     }
     instances_dir = storage.absolute(instances_dir)
     try:  # the run folder is named below; the rest of the config is checked now
-        cfg, args_problem = trainer_config(instances_dir, run_dir or "", options, extra_args), None
+        (cfg, given), args_problem = trainer_config(instances_dir, run_dir or "", options, extra_args), None
     except UserError as err:
-        cfg, args_problem = None, f"pretrain arguments {list(extra_args)}: {err}"
+        (cfg, given), args_problem = (None, []), f"pretrain arguments {list(extra_args)}: {err}"
     preflight.check(
         [
             preflight.config_problem(config),
@@ -267,7 +323,7 @@ def pretrain(
         "pretrain",
     )
     if run_dir is None:
-        run_dir = stage_dir(storage_root, "runs", run_key(instances_dir, options, extra_args))
+        run_dir = stage_dir(storage_root, "runs", run_key(cfg, given))
     remote_params = locals_for_remote(locals())
     handed: dict[str, str] = {}  # the flow run of the deployment the run was handed to
 

@@ -31,7 +31,6 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from core import config_cli, lock, storage
-from flows.common import flow_run_id, logger, stage_flow
 from flows.evaluate import (
     baseline_cache_dir,
     eval_json_path,
@@ -40,6 +39,7 @@ from flows.evaluate import (
     gate_metrics,
     metrics_table,
 )
+from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promote_checks import Checked, check_inputs, open_registry
 from flows.stage import DEFAULT_ROOT
 from promotion.downstream import downstream_pairs, with_downstream

@@ -17,7 +17,6 @@ from core import storage
 from flows import preflight
 from flows.build_corpus import DEFAULT_SOURCES, build_corpus
 from flows.build_instances import build_instances
-from flows.common import logger, stage_flow
 from flows.finetune import downstream_accuracy
 from flows.params import (
     Backend,
@@ -29,6 +28,7 @@ from flows.params import (
     Runner,
     WholeWord,
 )
+from flows.prefect_run import logger, stage_flow
 from flows.pretrain import pretrain
 from flows.promote import promote
 from flows.stage import DEFAULT_ROOT

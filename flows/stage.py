@@ -1,10 +1,10 @@
 """The stage runner of the flows: key -> reuse -> run -> manifest -> result, in one place.
 
-A stage flow computes its key (flows/common.py `stage_key`: the stage, its inputs' content hashes and
+A stage flow computes its key (flows/keys.py `stage_key`: the stage, its inputs' content hashes and
 its options), names its folder `<storage_root>/<folder>/<key>/` (`stage_dir`) and hands both to
 `run_stage` with `run`, the call that fills the folder. A folder that holds a manifest.json is
 finished (the manifest is written last) and is reused as is; otherwise `run(stage_dir)` builds it.
-`run` calls the stage's Prefect task (flows/common.py `stage_task`: retries for transient failures
+`run` calls the stage's Prefect task (flows/prefect_run.py `stage_task`: retries for transient failures
 only, a failure artifact after the last one, a timeout), so what a flow adds is a few lines of
 sequencing:
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core import storage
-from core.manifest import read_manifest
-from flows.common import is_complete, logger, stage_result
+from core.manifest import MANIFEST, read_manifest
+from flows.prefect_run import logger
 
 DEFAULT_ROOT = "out/factory"
 """The storage root of every flow that is given none: stage folders, runs, evaluations, the registry."""
@@ -31,6 +31,11 @@ def stage_dir(storage_root: str, folder: str, key: str) -> str:
     """`<storage_root>/<folder>/<key>`, the root made absolute: the folder a stage run writes, and the
     name a rerun with the same inputs and options finds again."""
     return storage.join(storage.absolute(storage_root), folder, key)
+
+
+def is_complete(stage_dir: str) -> bool:
+    """A stage folder is finished when its manifest exists (it is written last)."""
+    return storage.exists(storage.join(stage_dir, MANIFEST))
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class StageRun:
 
     def result(self, **extra: Any) -> dict:
         """What a stage flow returns: {"stage", "dir", "key", "reused", **extra}."""
-        return stage_result(self.stage, self.dir, self.key, self.reused, **extra)
+        return {"stage": self.stage, "dir": self.dir, "key": self.key, "reused": self.reused, **extra}
 
 
 def run_stage(stage: str, out: str, run: Callable[[str], object]) -> StageRun:

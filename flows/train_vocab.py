@@ -6,7 +6,8 @@ spm.vocab, manifest.json). `albert vocab` is the same stage without Prefect.
 
 from __future__ import annotations
 
-from flows.common import output_hashes, stage_flow, stage_key, stage_task
+from flows.keys import output_hashes, stage_key
+from flows.prefect_run import stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from pipelines.vocab import VocabConfig, VocabOptions, run_vocab
 

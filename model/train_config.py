@@ -182,23 +182,37 @@ class TrainConfig:
 
     def check(self) -> None:
         """What the parser cannot check (a config built in Python, or from a flow's parameters)."""
-        t = self.training
-        if t.steps < 1 or t.batch_size < 1:
+        training = self.training
+        if training.steps < 1 or training.batch_size < 1:
             raise UserError("--steps and --batch-size must be >= 1")
-        if t.precision not in ("auto", "bf16", "fp32"):
-            raise UserError(f"unknown --precision {t.precision!r}")
-        if not (t.micro_batch_size in (None, "auto") or isinstance(t.micro_batch_size, int)):
-            raise UserError(f"--micro-batch-size must be a number or auto, not {t.micro_batch_size!r}")
+        if training.precision not in ("auto", "bf16", "fp32"):
+            raise UserError(f"unknown --precision {training.precision!r}")
+        micro_batch_size = training.micro_batch_size
+        if not (micro_batch_size in (None, "auto") or isinstance(micro_batch_size, int)):
+            raise UserError(f"--micro-batch-size must be a number or auto, not {micro_batch_size!r}")
         if not self.model.init_checkpoint and self.model.output_bias_init not in ("unigram", "zeros"):
             raise UserError(
                 f"unknown --output-bias-init {self.model.output_bias_init!r}; expected unigram or zeros"
             )
+        values = self.to_dict()
+        for field, _ in config_cli.leaves(TrainConfig):  # the other options with a fixed set of values
+            choices = field.metadata["choices"]
+            if (
+                choices
+                and field.name not in ("precision", "output_bias_init")
+                and values[field.name] not in choices
+            ):
+                expected = " or ".join(choices)
+                raise UserError(
+                    f"unknown {config_cli.flag_of(field)} {values[field.name]!r}; expected {expected}"
+                )
         from core.outdir import check_apart
 
         config = self.model.model if self.model.model.endswith(".json") else None
         read = [("the input --instances", self.instances), ("the input --vocab", self.data.vocab)]
         read += [("the input --config", config), ("the input --init-checkpoint", self.model.init_checkpoint)]
-        check_apart(self.out, read)
+        if self.out:  # empty: not named yet (the pretrain flow names its run folder by this config's key)
+            check_apart(self.out, read)
 
     def check_same_run(self, saved: dict, ignore: tuple[str, ...] = ()) -> None:
         """Refuse to resume a run saved with other settings (`ignore`: options compared otherwise).

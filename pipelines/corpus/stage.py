@@ -154,9 +154,13 @@ def run_corpus(
     extra_beam_flags: list[str] | None = None,
     force: bool = False,
     max_dead_letter_fraction: float = MAX_DEAD_LETTER_FRACTION,
+    inputs: list[dict] | None = None,
 ) -> dict:
     """Build the corpus in out_dir; returns the manifest. Skips the work when out_dir already holds a
     finished corpus of the same inputs and options (unless force).
+
+    inputs: describe_inputs of these sources when the caller has them already (the corpus flow hashes
+    the inputs for its key): a multi-GB dump is then read once per run, not twice.
 
     `out_dir` must be ours (core.outdir.claim; force takes over a folder of other files). After
     the run, StageFailed and no manifest when the accounting does not balance or the outcome is not
@@ -172,7 +176,7 @@ def run_corpus(
     outdir.claim(
         out_dir, "corpus", force=force, inputs=[("the input --source", item["path"]) for item in items]
     )
-    inputs = describe_inputs(items)
+    inputs = describe_inputs(items) if inputs is None else inputs
     config = json.loads(json.dumps({"sources": list(sources), "options": opts.to_dict()}))  # as stored
     manifest_path = storage.join(out_dir, MANIFEST)
     if storage.exists(manifest_path) and not force:

@@ -81,6 +81,25 @@ def test_rerun_reuses_every_finished_stage(chain, sample_text):
     )
 
 
+def test_a_corpus_run_hashes_each_input_once(tmp_path, sample_text, monkeypatch):
+    """The flow hashes the input files for the stage key and hands the hashes to the stage: a
+    multi-GB dump is read once per run, not again by run_corpus (which runs with force)."""
+    from flows.build_corpus import build_corpus
+
+    hashed, sha256 = [], storage.sha256
+
+    def counted(path: str) -> str:
+        hashed.append(os.path.realpath(path))
+        return sha256(path)
+
+    monkeypatch.setattr(storage, "sha256", counted)
+    result = build_corpus(sources=[f"text:{sample_text}"], storage_root=str(tmp_path / "root"))
+    assert not result["reused"]
+    assert hashed.count(os.path.realpath(sample_text)) == 1
+    manifest = storage.read_json(os.path.join(result["dir"], "manifest.json"))
+    assert [entry["sha256"] for entry in manifest["inputs"]] == [sha256(sample_text)]
+
+
 def test_changed_options_rebuild_only_downstream_stages(chain):
     from flows.build_instances import build_instances
 
@@ -229,7 +248,7 @@ def test_stream_process_times_out_and_reports_the_tail():
     import sys
     import time
 
-    from flows.common import StageProcessError, stream_process
+    from flows.stage_process import StageProcessError, stream_process
 
     lines = []
     started = time.time()

@@ -144,7 +144,7 @@ def test_a_stage_with_bad_arguments_fails_the_flow_instead_of_crashing_it():
     Now it is a UserError: the run ends Failed, with the reason, and it is not retried."""
     from prefect import flow
 
-    from flows.common import ArgumentError, stage_options
+    from flows.stage_options import ArgumentError, stage_options
     from model.evaluate import EvaluateOptions
     from pipelines.instances import InstancesOptions
 

@@ -23,7 +23,7 @@ import time
 import psutil
 import pytest
 
-from flows.common import stream_process
+from flows.stage_process import stream_process
 from model import checkpoint as ckpt
 from tests.model.train_fixtures import ROOT, finished, instances_dir, model_config_file, start_group  # noqa: F401 (fixtures)
 

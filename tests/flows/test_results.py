@@ -10,7 +10,7 @@ def test_cached_results_are_stored_as_json(tmp_path):
     from prefect.cache_policies import INPUTS, TASK_SOURCE
     from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
 
-    from flows.common import stage_flow, stage_task
+    from flows.prefect_run import stage_flow, stage_task
 
     calls = []
 
