@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from core import config_cli
+from core.errors import UserError
 from model.train_config import TrainConfig
 
 
@@ -21,12 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from model.trainer import train
 
+    if not args.out.strip():
+        raise UserError("--out is empty; give the run folder (rerun the same command to resume)")
     summary = train(config_cli.from_args(TrainConfig, args))
     if summary is not None:  # the main rank
-        ev = summary.get("eval") or {}
+        evaluation = summary.get("eval") or {}
         extra = (
-            f", eval MLM acc {ev['masked_lm_accuracy']:.4f} SOP acc {ev['sentence_order_accuracy']:.4f}"
-            if ev
+            f", eval MLM acc {evaluation['masked_lm_accuracy']:.4f} SOP acc {evaluation['sentence_order_accuracy']:.4f}"
+            if evaluation
             else ""
         )
         print(

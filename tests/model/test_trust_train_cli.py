@@ -361,6 +361,13 @@ def test_the_instances_folder_as_out_is_refused(instances_dir, model_config_file
     assert tree(instances_dir) == before
 
 
+def test_an_empty_out_is_refused_before_any_work(tmp_path, instances_dir, model_config_file, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an empty --out is not the working directory either
+    before = tree(str(tmp_path))
+    pretrain(instances_dir, "", model_config_file, "--steps", "2").fails(2, "--out is empty")
+    assert tree(str(tmp_path)) == before
+
+
 def test_a_run_folder_that_cannot_be_written_is_one_line(
     tmp_path, stopped_run, instances_dir, model_config_file
 ):
