@@ -24,24 +24,24 @@ def candidate_instances(candidate: str) -> str | None:
     """The instances folder a candidate was trained on, from its run folder above the checkpoints
     (`<run>/checkpoints/step-N/` -> `<run>/`): the run manifest (the pretrain flow) or
     train_config.json (`albert pretrain`), when there is one."""
-    d = storage.absolute(candidate).rstrip("/")
+    folder = storage.absolute(candidate).rstrip("/")
     for _ in range(3):
         for name in ("manifest.json", "train_config.json"):
-            path = storage.join(d, name)
+            path = storage.join(folder, name)
             try:
-                m = storage.read_json(path) if storage.isfile(path) else {}
+                record = storage.read_json(path) if storage.isfile(path) else {}
             except ValueError:
                 continue  # a damaged file names nothing; --instances remains
-            inst = (
-                (m.get("instances") or (m.get("inputs") or {}).get("instances"))
-                if isinstance(m, dict)
+            instances = (
+                (record.get("instances") or (record.get("inputs") or {}).get("instances"))
+                if isinstance(record, dict)
                 else None
             )
-            if isinstance(inst, dict):
-                inst = inst.get("path") or inst.get("dir")
-            if isinstance(inst, str) and inst:
-                return inst
-        d = storage.dirname(d)
+            if isinstance(instances, dict):
+                instances = instances.get("path") or instances.get("dir")
+            if isinstance(instances, str) and instances:
+                return instances
+        folder = storage.dirname(folder)
     return None
 
 

@@ -174,39 +174,39 @@ def _z_p(excess: float, se: float) -> float:
 
 def _loss_check(candidate: EvalSample, ref_loss_sum: np.ndarray, kind: str, threshold: float) -> dict:
     """Primary: improvement = reference loss - candidate loss (nats/prediction), paired per sequence."""
-    r = paired_ratio_difference(ref_loss_sum, candidate.mlm_loss_sum, candidate.mlm_count)
-    p = _z_p(r["diff"] - threshold, r["se"])  # H0: improvement <= threshold
+    estimate = paired_ratio_difference(ref_loss_sum, candidate.mlm_loss_sum, candidate.mlm_count)
+    p = _z_p(estimate["diff"] - threshold, estimate["se"])  # H0: improvement <= threshold
     return _row(
         PRIMARY,
         "primary",
         kind,
-        candidate=r["ratio_b"],
-        reference=r["ratio_a"],
-        delta=r["diff"],
-        ci95=r["ci95"],
+        candidate=estimate["ratio_b"],
+        reference=estimate["ratio_a"],
+        delta=estimate["diff"],
+        ci95=estimate["ci95"],
         p=p,
-        test=f"paired z, {r['n']} sequences",
+        test=f"paired z, {estimate['n']} sequences",
         threshold=threshold,
-        n=r["n"],
+        n=estimate["n"],
     )
 
 
 def _accuracy_info(candidate: EvalSample, ref_correct: np.ndarray, kind: str) -> dict:
     """MLM accuracy, shown not gated: the same per-sequence ratio estimator, two-sided p."""
-    r = paired_ratio_difference(candidate.mlm_correct, ref_correct, candidate.mlm_count)
-    p = min(1.0, 2 * _z_p(abs(r["diff"]), r["se"]))
+    estimate = paired_ratio_difference(candidate.mlm_correct, ref_correct, candidate.mlm_count)
+    p = min(1.0, 2 * _z_p(abs(estimate["diff"]), estimate["se"]))
     return _row(
         "mlm_accuracy",
         "info",
         kind,
-        candidate=r["ratio_a"],
-        reference=r["ratio_b"],
-        delta=r["diff"],
-        ci95=r["ci95"],
+        candidate=estimate["ratio_a"],
+        reference=estimate["ratio_b"],
+        delta=estimate["diff"],
+        ci95=estimate["ci95"],
         p=p,
-        test=f"paired z two-sided, {r['n']} sequences",
+        test=f"paired z two-sided, {estimate['n']} sequences",
         threshold=None,
-        n=r["n"],
+        n=estimate["n"],
     )
 
 

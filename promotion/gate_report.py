@@ -37,17 +37,17 @@ def _cell(x: float | None, digits: int) -> str:
 def decision_table_markdown(decision: DecisionLike | dict) -> str:
     """The decision as a markdown table: every test with its estimate, 95% interval and p-value, then
     the rule in one sentence and the reasons. Accepts a Decision or its to_dict()."""
-    d = decision if isinstance(decision, dict) else decision.to_dict()
-    gate = d.get("gate") or {}
+    decided = decision if isinstance(decision, dict) else decision.to_dict()
+    gate = decided.get("gate") or {}
     alpha = gate.get("alpha", 0.05)
     lines = [
-        f"Gate: **{'pass' if d['promote'] else 'fail'}**",
+        f"Gate: **{'pass' if decided['promote'] else 'fail'}**",
         "",
         "| role | metric | candidate | reference | change (+ = candidate better) | 95% CI | p | threshold "
         "| test | ok |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in [*d["checks"], *d.get("info", [])]:
+    for c in [*decided["checks"], *decided.get("info", [])]:
         digits = 4 if c["role"] == "primary" else 3  # nats of the MLM loss; accuracies
         metric = c["metric"] + (f" ({c['task']})" if c.get("task") else "")
         p = format_p(c["p_value"])
@@ -68,7 +68,7 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
             ok,
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    n_secondary = sum(c["role"] == "secondary" for c in d["checks"])
+    n_secondary = sum(c["role"] == "secondary" for c in decided["checks"])
     adjusted = f", p {gate.get('correction', 'bonferroni')}-adjusted over {n_secondary} secondaries"
     rule = (
         "Promote only if the MLM loss improves by more than its threshold significantly"
@@ -76,7 +76,7 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
         " and no secondary metric drops by more than its threshold significantly"
         f" (one-sided{adjusted if n_secondary > 1 else ''})."
     )
-    lines += ["", rule, "", "Reasons:", ""] + [f"- {r}" for r in d["reasons"]]
+    lines += ["", rule, "", "Reasons:", ""] + [f"- {r}" for r in decided["reasons"]]
     return "\n".join(lines)
 
 

@@ -159,8 +159,8 @@ class EvalSample(_Arrays):
 
     @classmethod
     def from_json(cls, data: dict | str | bytes) -> EvalSample:
-        d = _load(data, cls.KIND)
-        return cls(*(_get(d, f.name, cls.KIND) for f in fields(cls)))
+        payload = _load(data, cls.KIND)
+        return cls(*(_get(payload, f.name, cls.KIND) for f in fields(cls)))
 
 
 @dataclass(eq=False)
@@ -212,9 +212,11 @@ class Baselines(_Arrays):
 
     @classmethod
     def from_json(cls, data: dict | str | bytes) -> Baselines:
-        d = _load(data, cls.KIND)
+        payload = _load(data, cls.KIND)
         names = [f.name for f in fields(cls)]
-        return cls(*(_get(d, k, cls.KIND) for k in names[:-1]), sop_chance=d.get("sop_chance", 0.5))
+        return cls(
+            *(_get(payload, k, cls.KIND) for k in names[:-1]), sop_chance=payload.get("sop_chance", 0.5)
+        )
 
 
 @dataclass(eq=False)
@@ -254,5 +256,5 @@ class DownstreamSample(_Arrays):
 
     @classmethod
     def from_json(cls, data: dict | str | bytes) -> DownstreamSample:
-        d = _load(data, cls.KIND)
-        return cls(_get(d, "task", cls.KIND), _get(d, "correct", cls.KIND))
+        payload = _load(data, cls.KIND)
+        return cls(_get(payload, "task", cls.KIND), _get(payload, "correct", cls.KIND))
