@@ -26,8 +26,11 @@ records. That keeps the global batch invariant; the framing costs ~1 µs per rec
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import multiprocessing.util  # noqa: F401  its exit hook is registered before ours (_stop_workers_at_exit)
 import signal
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -213,10 +216,26 @@ class _Loader(torch.utils.data.DataLoader):
     """A DataLoader that raises the UserError a worker passed on (see InstanceStream._in_worker)."""
 
     def __iter__(self):
-        for item in super().__iter__():
+        batches = super().__iter__()
+        if self.num_workers > 0:
+            _WITH_WORKERS.add(batches)
+        for item in batches:
             if isinstance(item, UserError):
                 raise item
             yield item
+
+
+# The loaders' iterators that have worker processes, until they are collected. Workers ignore SIGTERM
+# (_ignore_stop_signals), and multiprocessing's own exit hook stops daemonic children with SIGTERM
+# and then joins them without a timeout: an iterator still alive when the interpreter exits (held by
+# a reference cycle, as a run on gs:// showed) would hang the exit for as long as its workers live.
+_WITH_WORKERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register  # registered after multiprocessing's hook, so it runs before it
+def _stop_workers_at_exit() -> None:
+    for batches in list(_WITH_WORKERS):
+        batches._shutdown_workers()  # what the iterator's own __del__ calls: tells the workers to end
 
 
 def _ignore_stop_signals(worker_id: int) -> None:

@@ -244,6 +244,41 @@ def test_resume_from_any_position_continues_exactly(tmp_path, world):
         assert ids_of(workers) == ids_of(ref[6:12])
 
 
+EXIT_WITH_A_LIVE_LOADER = """
+import sys
+from model.data import InstanceFiles, InstanceStream, make_loader
+
+paths, length, predictions = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3])
+stream = InstanceStream(InstanceFiles(tuple(paths), length, predictions), 3, seed=7)
+LOADER = iter(make_loader(stream, num_workers=2))  # still alive when the interpreter exits
+next(LOADER)
+print("one batch", flush=True)
+"""
+
+
+def test_the_process_exits_with_a_loader_still_alive(tmp_path):
+    # Workers ignore SIGTERM, and multiprocessing's exit hook SIGTERMs its daemonic children then joins
+    # them: without the loader's own exit hook, this process never ended (a pretrain run on gs:// hung).
+    import subprocess
+    import sys
+
+    data = numbered_files(tmp_path, [13, 4, 9])
+    args = [",".join(data.files), str(data.max_seq_length), str(data.max_predictions)]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_WITH_A_LIVE_LOADER, *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process did not exit: its loader workers were never told to end")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "one batch\n"
+
+
 def test_batches_are_model_ready(instances_dir):
     from model.albert import AlbertForPreTraining
     from model.config import AlbertConfig
