@@ -97,8 +97,8 @@ def pipeline_throughput(workers: int | None = None, out_dir: str | None = None) 
     """The real pipeline on the whole sample (DirectRunner multi_processing), and on a slice of 60
     paragraphs to measure what any run costs regardless of its size (worker start-up, ~25 shuffles):
     `marginal_*` are the rates once that fixed cost is paid, what a large corpus approaches."""
+    from core.peoples_daily import sample_path
     from pipelines.corpus.stage import run_corpus
-    from pipelines.peoples_daily import sample_path
 
     workers = workers or os.cpu_count() or 1
     chars = sum(len(r["text"]) for r in _sample_records())

@@ -292,6 +292,7 @@ def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator
     """Sentences from a corpus folder, a text file, or (neither given) the bundled sample.
     Returns (stream of sentences, input paths for the manifest)."""
     from core import storage
+    from core.peoples_daily import sample_path
     from pipelines import documents, peoples_daily
 
     if corpus and text:
@@ -309,7 +310,7 @@ def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator
         paths = [text]
         docs = documents.read_text_documents(text)
     else:
-        paths = [peoples_daily.sample_path()]
+        paths = [sample_path()]
         docs = peoples_daily.read_articles(paths[0])
     return (s for d in docs for s in d["sentences"]), paths
 
