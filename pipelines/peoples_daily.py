@@ -31,11 +31,6 @@ def _read_lines(path: str) -> Iterator[str]:
         raise unreadable(path, err) from None
 
 
-def parse_line(line: str) -> list[str]:
-    """`迈向/v  充满/v ...` -> ["迈向", "充满", ...] (the tag is after the LAST slash: `1/2/m` is `1/2`)."""
-    return [item.rsplit("/", 1)[0] for item in line.split("  ") if item.strip()]
-
-
 def _sentences_with_words(words: list[str]) -> tuple[list[str], list[list[str]]]:
     """Split a paragraph (as gold words) into sentences, keeping every word whole: a sentence boundary
     found by `split_sentences` inside a word moves to that word's end."""
