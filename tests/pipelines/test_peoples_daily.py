@@ -54,3 +54,12 @@ def test_a_file_without_headlines_is_cut_at_the_document_cap(tmp_path, monkeypat
         == "".join(w for w, _ in parse_tagged_line(line)) * 100
     )
     assert len(list(read_articles(str(path), limit=3))) == 3
+
+
+def test_the_article_cap_is_the_document_cap():
+    """The NER task (model/ner_data.py) reads the articles with core's cap, the corpus with the
+    documents' one: equal, so both number the articles alike (and split them alike)."""
+    from core.peoples_daily import MAX_ARTICLE_CHARS
+    from pipelines import documents
+
+    assert MAX_ARTICLE_CHARS == documents.MAX_DOCUMENT_CHARS
