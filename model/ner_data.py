@@ -103,7 +103,7 @@ def _pieces(units: list[tuple[str, str | None]], max_chars: int) -> list[list[tu
     chars = 0
     last_end = 0  # units of `current` up to its last sentence end
     for text, entity in units:
-        if current and chars + len(text) > max_chars:
+        while current and chars + len(text) > max_chars:  # twice when what follows the end is too long
             cut = last_end or len(current)
             pieces.append(current[:cut])
             current = current[cut:]

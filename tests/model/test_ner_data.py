@@ -79,6 +79,11 @@ def test_a_long_paragraph_is_cut_after_sentence_ends_never_inside_a_name():
     assert [len(e.chars) for e in examples] == [36, 36, 18]  # two whole sentences a piece, quote kept
     assert all("".join(e.chars).endswith("好。”") for e in examples)
     assert sum(len(entity_spans(e.tags)) for e in examples) == 10
+    # what follows the last sentence end does not fit with the next word either: it is a piece too
+    examples = paragraph_examples(
+        "p", parse_tagged_line("甲乙/n  。/w  丙丁戊己庚辛/n  壬癸子丑寅/n"), max_chars=10
+    )
+    assert ["".join(e.chars) for e in examples] == ["甲乙。", "丙丁戊己庚辛", "壬癸子丑寅"]
     # no sentence end fits: cut between words, the name stays whole
     examples = paragraph_examples("p", parse_tagged_line("张/nr  三/nr  和/c  李/nr  四/nr"), max_chars=3)
     assert ["".join(e.chars) for e in examples] == ["张三和", "李四"]
