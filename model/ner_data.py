@@ -217,6 +217,8 @@ def write_ner_data(opts: NerDataOptions) -> dict:
     path = opts.tagged or sample_path()
     if not storage.isfile(path):
         raise UserError(f"--tagged {path}: no such file")
+    if storage.size(path) == 0:
+        raise UserError(f"--tagged {path} is empty (0 bytes): no paragraph to make examples of")
     outdir.claim(opts.out, "ner-data", force=opts.force, inputs=[("the input --tagged", path)])
     examples = task_examples(path, opts.max_example_chars)
     storage.remove(storage.join(opts.out, "manifest.json"))  # incomplete until the manifest

@@ -157,6 +157,16 @@ def test_albert_ner_data_writes_the_splits_and_their_counts(tmp_path):
 )
 def test_albert_ner_data_bad_input_is_one_line(tmp_path, args, message):
     albert("ner-data", *args, "--out", str(tmp_path / "ner")).fails(2, message)
+    assert not (tmp_path / "ner").exists()
+
+
+def test_albert_ner_data_refuses_an_empty_or_undecodable_file(tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    out = str(tmp_path / "ner")
+    albert("ner-data", "--tagged", str(tmp_path / "empty.txt"), "--out", out).fails(2, "empty (0 bytes)")
+    (tmp_path / "gbk.txt").write_bytes("北京/ns".encode("gbk"))
+    albert("ner-data", "--tagged", str(tmp_path / "gbk.txt"), "--out", out).fails(2, "not UTF-8")
+    assert not (tmp_path / "ner" / "manifest.json").exists()
 
 
 def test_albert_ner_data_refuses_a_folder_of_other_files(tmp_path):
