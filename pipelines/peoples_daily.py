@@ -12,7 +12,7 @@ import io
 from collections.abc import Iterator
 
 from core import storage
-from core.peoples_daily import SOURCE, sample_path, tagged_articles
+from core.peoples_daily import SOURCE, is_held_out, sample_path, tagged_articles
 from pipelines import documents
 from pipelines.documents import READ_ERRORS, UnreadableFile, make_document, unreadable
 from pipelines.sentences import split_sentences
@@ -74,3 +74,10 @@ def read_articles(path: str | None = None, limit: int | None = None) -> Iterator
             words.extend(w)
         doc = make_document(article.id, SOURCE, sentences, title=article.title, words=words)
         yield {**doc, "_cut": True} if article.cut else doc
+
+
+def pretraining_articles(path: str | None = None) -> Iterator[dict]:
+    """read_articles without the NER task's dev and test articles (core.peoples_daily.is_held_out):
+    what `albert vocab` and `albert instances` read when they are given no input, so that those
+    articles reach pretraining on no path (the corpus stage drops them as `held_out_eval`)."""
+    return (doc for doc in read_articles(path) if not is_held_out(doc["id"]))

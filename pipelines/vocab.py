@@ -289,7 +289,8 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
 
 
 def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator[str], list[str]]:
-    """Sentences from a corpus folder, a text file, or (neither given) the bundled sample.
+    """Sentences from a corpus folder, a text file, or (neither given) the bundled sample without the
+    NER task's dev and test articles (docs/ner.md).
     Returns (stream of sentences, input paths for the manifest)."""
     from core import storage
     from core.peoples_daily import sample_path
@@ -311,7 +312,7 @@ def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator
         docs = documents.read_text_documents(text)
     else:
         paths = [sample_path()]
-        docs = peoples_daily.read_articles(paths[0])
+        docs = peoples_daily.pretraining_articles(paths[0])  # without the NER dev/test articles
     return (s for d in docs for s in d["sentences"]), paths
 
 

@@ -63,3 +63,18 @@ def test_the_article_cap_is_the_document_cap():
     from pipelines import documents
 
     assert MAX_ARTICLE_CHARS == documents.MAX_DOCUMENT_CHARS
+
+
+def test_vocab_and_instances_given_no_input_read_the_sample_without_the_ner_eval_articles():
+    """`albert vocab` and `albert instances` without an input read the bundled sample directly, not
+    through the corpus stage: they too leave the NER task's dev and test articles out."""
+    from core.peoples_daily import is_held_out, sample_path
+    from pipelines.instances.pipeline import iter_documents
+    from pipelines.peoples_daily import pretraining_articles
+    from pipelines.vocab import iter_input_sentences
+
+    docs = list(pretraining_articles())
+    assert len(docs) == 2759 and not any(is_held_out(d["id"]) for d in docs)  # of 3,225
+    assert [d["id"] for d in iter_documents("peoples-daily", sample_path())] == [d["id"] for d in docs]
+    sentences, paths = iter_input_sentences(None, None)
+    assert paths == [sample_path()] and list(sentences) == [s for d in docs for s in d["sentences"]]
