@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "instances": ("pipelines.instances.cli", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
     "pretrain": ("model.pretrain_command", "train ALBERT (MLM + SOP) on instances; rerun to resume"),
     "evaluate": ("model.evaluate", "held-out MLM/SOP accuracy of a checkpoint next to baselines"),
+    "ner-data": ("model.ner_data", "People's Daily named entities (PER/LOC/ORG, BIO) -> train/dev/test"),
     "finetune": ("model.finetune", "sentence (pair) classification: pretrained vs from scratch"),
     "export": ("model.export_command", "checkpoint folder -> transformers (hf) or original TF checkpoint"),
     "import": ("model.import_command", "original TF checkpoint + albert_config.json -> checkpoint folder"),

@@ -289,9 +289,11 @@ def write_vocab(out_dir: str, proto: bytes) -> list[str]:
 
 
 def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator[str], list[str]]:
-    """Sentences from a corpus folder, a text file, or (neither given) the bundled sample.
+    """Sentences from a corpus folder, a text file, or (neither given) the bundled sample without the
+    NER task's dev and test articles (docs/ner.md).
     Returns (stream of sentences, input paths for the manifest)."""
     from core import storage
+    from core.peoples_daily import sample_path
     from pipelines import documents, peoples_daily
 
     if corpus and text:
@@ -309,8 +311,8 @@ def iter_input_sentences(corpus: str | None, text: str | None) -> tuple[Iterator
         paths = [text]
         docs = documents.read_text_documents(text)
     else:
-        paths = [peoples_daily.sample_path()]
-        docs = peoples_daily.read_articles(paths[0])
+        paths = [sample_path()]
+        docs = peoples_daily.pretraining_articles(paths[0])  # without the NER dev/test articles
     return (s for d in docs for s in d["sentences"]), paths
 
 

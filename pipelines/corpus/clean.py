@@ -23,6 +23,9 @@ from pipelines.documents import make_document
 from pipelines.sentences import split_paragraphs
 
 _EXCERPT = 200
+HELD_OUT_EVAL = "held_out_eval"
+"""The drop reason of an article that an evaluation task holds out (the NER task's dev and test
+articles of People's Daily: options.ReadingOptions.hold_out_ner_eval)."""
 RAW_CHARS_PER_CHAR = 4  # raw text (wikitext markup included) per character of clean text, at most
 
 
@@ -75,6 +78,8 @@ def clean_record(
     if len(record["text"]) > RAW_CHARS_PER_CHAR * opts.cleaning.max_chars:
         # far over the limit before cleaning: drop it without paying for parsing and normalizing
         return "drop", rejected(record, "too_long", "filter", f"{len(record['text'])} raw characters"), {}
+    if record.get("held_out"):  # an article of an evaluation task's held-out split (readers/)
+        return "drop", rejected(record, HELD_OUT_EVAL, "read", f"NER {record['held_out']} article"), {}
     if record.get("markup") == "wiki":
         reason = wiki_page_verdict(record)
         if reason:

@@ -48,6 +48,15 @@ class ReadingOptions:
     )
     """Uncompressed JSON-lines files are split into byte ranges of at most this size, read in
     parallel; a smaller file into up to 64 ranges of at least 1 MiB (readers/ranges.py)."""
+    hold_out_ner_eval: bool = opt(
+        True,
+        "leave out the People's Daily articles of the NER task's dev and test splits "
+        "(dropped as held_out_eval) [%(default)s]",
+    )
+    """`peoples-daily:` sources: the articles that core.peoples_daily.ner_split puts in the NER task's
+    dev or test split are dropped as `held_out_eval`, so that the task (docs/ner.md) is evaluated on
+    text the model never saw in pretraining. On by default; off only for a corpus that is not to be
+    evaluated on that task."""
 
     def __post_init__(self):
         _check_positive(self, ("max_record_bytes", "wiki_streams_per_range", "jsonl_range_bytes"))

@@ -135,6 +135,6 @@ def read_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     elif kind == "text":
         yield from read_text(item, opts)
     elif kind == "peoples-daily":
-        yield from read_peoples_daily(item)
+        yield from read_peoples_daily(item, opts.reading.hold_out_ner_eval)
     else:
         raise ValueError(f"unknown source kind {kind}")

@@ -119,7 +119,7 @@ def check_out_dir(runner: str, out_dir: str) -> None:
 def describe_inputs(items: list[dict]) -> list[dict]:
     """Inputs for the manifest: path, size and content hash (sha256 streamed for local files; the
     filesystem's own checksum, e.g. GCS md5/crc, for remote ones, to avoid downloading them)."""
-    from pipelines.peoples_daily import sample_path
+    from core.peoples_daily import sample_path
 
     seen, out = set(), []
     for item in items:

@@ -18,8 +18,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from core import outdir, storage
 from core.errors import StageFailed, UserError
 from core.manifest import read_manifest, write_manifest
+from core.peoples_daily import sample_path
 from core.tokenizer import Tokenizer
-from pipelines import beam_run, documents, peoples_daily
+from pipelines import beam_run, documents
 from pipelines.instance_builder import InstanceConfig
 from pipelines.instances.accounting import check_accounting, check_outcome, summarize
 from pipelines.instances.options import MAX_DEAD_LETTER_FRACTION, InstancesOptions
@@ -57,7 +58,7 @@ def resolve_inputs(text: list[str] | None, corpus: str | None) -> list[tuple[int
             )
         items = [("text", p) for p in paths]
     else:
-        items = [("peoples-daily", peoples_daily.sample_path())]
+        items = [("peoples-daily", sample_path())]
     return [(i, kind, path) for i, (kind, path) in enumerate(sorted(items, key=lambda x: x[1]))]
 
 

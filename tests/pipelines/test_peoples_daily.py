@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from pipelines.peoples_daily import parse_line, read_articles
+from core.peoples_daily import parse_tagged_line
+from pipelines.peoples_daily import read_articles
 
 
-def test_parse_line_strips_tags():
-    assert parse_line("迈向/v  充满/v  希望/n  １/２/m") == ["迈向", "充满", "希望", "１/２"]
+def test_parse_line_splits_words_and_tags():
+    assert parse_tagged_line("迈向/v  充满/v  希望/n  １/２/m") == [
+        ("迈向", "v"),
+        ("充满", "v"),
+        ("希望", "n"),
+        ("１/２", "m"),
+    ]
+    # one space also separates (19 places of the shipped file), never joins two items into a word
+    assert parse_tagged_line("走向/v  贵乎/v 理/n") == [("走向", "v"), ("贵乎", "v"), ("理", "n")]
 
 
 def test_articles_are_many_small_documents_with_gold_words():
@@ -41,5 +49,32 @@ def test_a_file_without_headlines_is_cut_at_the_document_cap(tmp_path, monkeypat
     assert len(articles) == 9  # a cut after every 12 lines (504 characters), 4 lines left over
     assert all(a.get("_cut") for a in articles[:-1]) and "_cut" not in articles[-1]
     assert all(sum(map(len, a["sentences"])) < 500 + 42 for a in articles)
-    assert "".join(s for a in articles for s in a["sentences"]) == "".join(parse_line(line)) * 100
+    assert (
+        "".join(s for a in articles for s in a["sentences"])
+        == "".join(w for w, _ in parse_tagged_line(line)) * 100
+    )
     assert len(list(read_articles(str(path), limit=3))) == 3
+
+
+def test_the_article_cap_is_the_document_cap():
+    """The NER task (model/ner_data.py) reads the articles with core's cap, the corpus with the
+    documents' one: equal, so both number the articles alike (and split them alike)."""
+    from core.peoples_daily import MAX_ARTICLE_CHARS
+    from pipelines import documents
+
+    assert MAX_ARTICLE_CHARS == documents.MAX_DOCUMENT_CHARS
+
+
+def test_vocab_and_instances_given_no_input_read_the_sample_without_the_ner_eval_articles():
+    """`albert vocab` and `albert instances` without an input read the bundled sample directly, not
+    through the corpus stage: they too leave the NER task's dev and test articles out."""
+    from core.peoples_daily import is_held_out, sample_path
+    from pipelines.instances.pipeline import iter_documents
+    from pipelines.peoples_daily import pretraining_articles
+    from pipelines.vocab import iter_input_sentences
+
+    docs = list(pretraining_articles())
+    assert len(docs) == 2759 and not any(is_held_out(d["id"]) for d in docs)  # of 3,225
+    assert [d["id"] for d in iter_documents("peoples-daily", sample_path())] == [d["id"] for d in docs]
+    sentences, paths = iter_input_sentences(None, None)
+    assert paths == [sample_path()] and list(sentences) == [s for d in docs for s in d["sentences"]]

@@ -1,22 +1,30 @@
 """peoples-daily: the People's Daily 1998 corpus (the bundled sample, or a file of it) -> one raw
-record per article."""
+record per article. An article of the NER task's dev or test split (core.peoples_daily.ner_split, by
+its article id) is marked `held_out` (its split), and clean_record drops it as `held_out_eval`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from core.peoples_daily import HELD_OUT_SPLITS, ner_split
 from pipelines.corpus.readers.error_records import error_record
 from pipelines.corpus.readers.ids import native_id
 from pipelines.documents import UnreadableFile
 
 
-def read_peoples_daily(item: dict) -> Iterator[dict]:
+def read_peoples_daily(item: dict, hold_out_ner_eval: bool = True) -> Iterator[dict]:
+    """The records of the file of `item`; with `hold_out_ner_eval` (the corpus option), those of the
+    NER task's dev and test articles marked `held_out`."""
     from pipelines.peoples_daily import read_articles
 
     path = item["path"] or None
     try:
         for doc in read_articles(path):
-            yield _peoples_daily_record(item, doc)
+            record = _peoples_daily_record(item, doc)
+            split = ner_split(doc["id"])
+            if hold_out_ner_eval and split in HELD_OUT_SPLITS:
+                record["held_out"] = split
+            yield record
     except UnreadableFile as err:
         yield error_record(item, path or "", "corrupt_input", str(err))
 

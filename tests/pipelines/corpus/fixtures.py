@@ -114,7 +114,7 @@ def make_sources(root: str, articles: list[dict]) -> dict:
         raw=b"\xc3\x28 broken utf8 line\n",
     )
     # the bundled sample's format, cut to its first 400 paragraphs (the whole file takes seconds)
-    from pipelines.peoples_daily import sample_path
+    from core.peoples_daily import sample_path
 
     with (
         open(sample_path(), encoding="utf-8") as src,
