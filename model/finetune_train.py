@@ -71,7 +71,7 @@ class FinetuneConfig:
     seed: int = opt(12345)
     device: str = opt("auto")
     scratch_lrs: tuple[float, ...] = opt(
-        (1e-3, 5e-4),
+        (5e-4, 1e-4),
         "from-scratch model: peak learning rates to try, chosen on dev with --scratch-warmups (comma-separated; "
         "the pretrained model's --lr and warm-up are always tried too). A GPU can afford a wider grid, "
         "e.g. --scratch-lrs 3e-3,1e-3,5e-4,2e-4,1e-4 --scratch-warmups 0,0.1,0.3",
