@@ -202,15 +202,14 @@ def finetune_checkpoint(
         (lr, warmup) for lr in cfg.scratch_lrs for warmup in cfg.scratch_warmups
         if (lr, warmup) != (cfg.lr, cfg.warmup_fraction)
     ]  # fmt: skip
-    search = []
-    for i, (lr, warmup) in enumerate(grid):
-        entry, predicted = fine_tune("scratch", replace(cfg, lr=lr, warmup_fraction=warmup), pretrained=False)
-        search.append((entry, predicted))
-        if i == 0:
-            add("scratch_same_recipe", dict(entry), predicted)
+    search = [
+        fine_tune("scratch", replace(cfg, lr=lr, warmup_fraction=warmup), pretrained=False)
+        for lr, warmup in grid
+    ]
     best = max(range(len(grid)), key=lambda i: (search[i][0]["training"]["best_dev"]["accuracy"], -i))
     entry, predicted = search[best]
     add("scratch", {**entry, "lr": grid[best][0], "warmup_fraction": grid[best][1]}, predicted)
+    add("scratch_same_recipe", dict(search[0][0]), search[0][1])
     majority = majority_rate(gold["train"])
     scratch = report["models"]["scratch"]
     scratch["fit"] = {
