@@ -1,7 +1,9 @@
 """Downstream fine-tuning for the gate and the demo (model/finetune.py through `albert finetune`).
 
-`albert finetune` trains the checkpoint AND the same architecture from scratch with the same budget;
-the difference is the fine-tuning lift. For the gate, the candidate and the production model are
+`albert finetune` trains the checkpoint next to its baselines on the same split: the same architecture
+from scratch (its learning rate and warm-up chosen on dev, its training-set fit checked) and two
+linear models over character n-grams; the difference over scratch is the fine-tuning lift. The
+candidate's comparison is also a markdown artifact, `finetune-baselines`. For the gate, the candidate and the production model are
 fine-tuned on the same task split; the task run of one checkpoint is cached by Prefect (INPUTS +
 TASK_SOURCE: weights hash, task, options), because it is deterministic and costs minutes.
 """
@@ -62,13 +64,17 @@ def _run(checkpoint: str, task_name: str, storage_root: str, extra_args: list[st
 def downstream_accuracy(
     candidate: str, production: str | None, task: str, storage_root: str, extra_args: list[str]
 ) -> dict:
-    """{"task", "split", "candidate", "scratch", "lift", "lift_ci95", "production", "candidate_sample",
-    "production_sample"}: accuracies on the task's test split (dev when it has none) of the fine-tuned
-    candidate, of the same model trained from scratch, and of the fine-tuned production model, and the
-    candidate's and production's right/wrong per test example (promotion.samples.DownstreamSample JSON),
-    which the gate pairs."""
+    """{"task", "split", "candidate", "scratch", "lift", "lift_ci95", "scratch_fits", "baselines",
+    "differences", "production", "candidate_sample", "production_sample"}: accuracies on the task's
+    test split (dev when it has none) of the fine-tuned candidate, of the same model trained from
+    scratch, and of the fine-tuned production model; whether the scratch model fit its training set;
+    every other model's accuracy ("baselines": name -> accuracy) and the candidate minus each with
+    its paired interval ("differences"); and the candidate's and production's right/wrong per test
+    example (promotion.samples.DownstreamSample JSON), which the gate pairs. A report from before
+    the baselines lacks them: scratch_fits None, baselines and differences empty."""
     report = _run(candidate, task, storage_root, extra_args)
     split = report["lift"]["split"]
+    baselines_artifact(report)
     out = {
         "task": task,
         "split": split,
@@ -76,6 +82,13 @@ def downstream_accuracy(
         "scratch": report["models"]["scratch"][split]["accuracy"],
         "lift": report["lift"]["accuracy"],
         "lift_ci95": report["lift"].get("accuracy_paired_ci95"),
+        "scratch_fits": report["lift"].get("scratch_fits"),
+        "baselines": {
+            name: results[split]["accuracy"]
+            for name, results in report["models"].items()
+            if name != "pretrained"
+        },
+        "differences": report.get("differences", {}),
         "production": None,
         "candidate_sample": (report.get("per_example") or {}).get("pretrained"),
         "production_sample": None,
@@ -87,11 +100,28 @@ def downstream_accuracy(
         ]
         out["production_sample"] = (production_report.get("per_example") or {}).get("pretrained")
     logger().info(
-        "downstream %s (%s): candidate %.4f, from scratch %.4f, production %s",
+        "downstream %s (%s): candidate %.4f, from scratch %.4f%s, production %s; baselines %s",
         task,
         split,
         out["candidate"],
         out["scratch"],
+        " (DID NOT FIT its training set)" if out["scratch_fits"] is False else "",
         "n/a" if out["production"] is None else f"{out['production']:.4f}",
+        ", ".join(f"{name} {accuracy:.4f}" for name, accuracy in out["baselines"].items()) or "none",
     )
     return out
+
+
+def baselines_artifact(report: dict) -> None:
+    """The candidate's fine-tuning report as a markdown table in Prefect: every model on the same
+    split, the paired differences, the from-scratch model's setting and fit (model_card's table)."""
+    from prefect.artifacts import create_markdown_artifact
+
+    from model.model_card import finetune_table
+
+    title = f"# Fine-tuning: {report.get('task')}, {report['lift']['split']} split\n\n"
+    create_markdown_artifact(
+        markdown=title + "\n".join(finetune_table(report)),
+        key="finetune-baselines",
+        description="the pretrained model next to its baselines",
+    )

@@ -18,6 +18,7 @@ import torch
 
 from core.config_cli import opt
 from model.finetune_data import collate
+from model.text_baselines import float_list
 from promotion.stats import paired_proportion_difference, wilson
 
 
@@ -69,6 +70,18 @@ class FinetuneConfig:
     """Evaluations without a better dev accuracy before stopping."""
     seed: int = opt(12345)
     device: str = opt("auto")
+    scratch_lrs: tuple[float, ...] = opt(
+        (5e-4, 1e-4),
+        "from-scratch model: peak learning rates to try, chosen on dev with --scratch-warmups (comma-separated; "
+        "the pretrained model's --lr and warm-up are always tried too). A GPU can afford a wider grid, "
+        "e.g. --scratch-lrs 3e-3,1e-3,5e-4,2e-4,1e-4 --scratch-warmups 0,0.1,0.3",
+        parse=float_list,
+    )
+    scratch_warmups: tuple[float, ...] = opt(
+        (0.1,),
+        "from-scratch model: warm-up fractions of the steps to try (comma-separated)",
+        parse=float_list,
+    )
 
 
 @torch.no_grad()

