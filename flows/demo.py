@@ -117,6 +117,19 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
                 f"{down['task']}: pretrained {_fmt(down['candidate'])} vs from scratch {_fmt(down['scratch'])}: lift {down['lift']:+.4f}",
             )
         )
+        if down.get("scratch_fits") is False:
+            rows.append(("", "the scratch model did not fit its training set: the lift over it says little"))
+        for name, difference in (down.get("differences") or {}).items():
+            if name.startswith(
+                "char_ngram"
+            ):  # the baseline without pretraining that a practitioner tries first
+                low, high = difference["accuracy_paired_ci95"]
+                rows.append(
+                    (
+                        "",
+                        f"vs {name} {_fmt(down['baselines'][name])}: {difference['accuracy']:+.4f} [{low:+.4f}, {high:+.4f}]",
+                    )
+                )
     elif down is None:
         rows.append(("fine-tuning", "not run"))
     verdict = {
@@ -143,7 +156,7 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
         (
             "Prefect",
             prefect_where
-            + " (artifacts: corpus-stats, instance-stats, training-summary, eval-metrics, promotion-decision)",
+            + " (artifacts: corpus-stats, instance-stats, training-summary, finetune-baselines, eval-metrics, promotion-decision)",
         ),
     ]
     return table(rows, "ALBERT factory demo: summary") + "\n\n" + table(where, "Where everything is")
