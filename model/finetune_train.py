@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from core.config_cli import opt
+from core.errors import UserError
 from model.finetune_data import collate
 from model.text_baselines import float_list
 from promotion.stats import paired_proportion_difference, wilson
@@ -53,6 +54,12 @@ def paired_difference(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
     }
 
 
+SEEDS_ON_GPU = 5
+SEEDS_ON_CPU = 2
+"""--seeds 0 (the default): fine-tuning seeds per neural model on a GPU and elsewhere. Two seeds are
+the fewest that measure the spread between seeds at all; a GPU affords five."""
+
+
 @dataclass
 class FinetuneConfig:
     """Training hyper-parameters (the training section of `albert finetune`'s options; the report
@@ -82,6 +89,15 @@ class FinetuneConfig:
         "from-scratch model: warm-up fractions of the steps to try (comma-separated)",
         parse=float_list,
     )
+    seeds: int = opt(
+        0,
+        "fine-tuning seeds per neural model (--seed, --seed+1, ...), each metric reported as the mean over "
+        f"them with an interval over seeds and examples (0 = {SEEDS_ON_GPU} on a GPU, {SEEDS_ON_CPU} on a CPU)",
+    )
+
+    def __post_init__(self):
+        if self.seeds < 0:
+            raise UserError(f"--seeds must be >= 0, got {self.seeds}")
 
 
 @torch.no_grad()

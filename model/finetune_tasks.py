@@ -1,0 +1,109 @@
+"""The kinds of fine-tuning task `albert finetune` runs, behind one small interface that
+model/finetune.py's comparison drives (pretrained x seeds, scratch grid, linear baselines):
+
+- `metric`: the task's headline metric, the one the report, the flows and the gate compare
+  ("accuracy" for classification, "entity_f1" for named entities);
+- `labels`, `sizes`: what the report records;
+- `new_model(config, seed, state, checkpoint)`: a fresh classifier, the pretrained backbone loaded
+  when `state` is given;
+- `train(model, cfg, device, log) -> ModelRun`: fine-tune with dev early stopping, then score every
+  split;
+- `baselines(log) -> [(name, ModelRun)]`: the models without pretraining, fitted on train and
+  chosen on dev;
+- `floor()`: the training-set metric of a model that learnt nothing (the majority rate; 0 entity F1),
+  against which the from-scratch model's fit is checked.
+
+A ModelRun holds, per split, the per-example scores the statistics read (promotion.samples:
+classification {"correct": bool (n,)}; NER the per-example entity counts) and the readable metrics of
+that one run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from model.finetune_data import Encoder, Example
+from model.finetune_train import FinetuneConfig, metrics, predict, train_classifier
+from model.text_baselines import BaselineConfig, linear_baselines, majority_rate
+
+
+@dataclass
+class ModelRun:
+    """One model trained (one seed) or fitted (a deterministic baseline) once."""
+
+    seed: int | None
+    """The fine-tuning seed; None for a deterministic baseline."""
+    training: dict
+    """The training history (neural) or the grid chosen on dev (baselines): the report's "training"."""
+    scores: dict[str, dict[str, np.ndarray]]
+    """split -> per-example arrays (promotion.samples.DownstreamSample's, one entry per example)."""
+    metrics: dict[str, dict]
+    """split -> readable metrics of this run (accuracy, macro-F1, ...; entity F1, precision, recall)."""
+
+
+def seeded_classifier(model_class, config, num_labels: int, seed: int, state: dict | None, checkpoint: str):
+    """A fresh classifier: the same head init and dropout stream for every model of one seed; the
+    pretrained backbone loaded when `state` is given (the new head stays at its init)."""
+    from model.convert import load_state
+
+    torch.manual_seed(seed)
+    model = model_class(config, num_labels=num_labels)
+    if state is not None:
+        load_state(model, state, source=checkpoint)
+    return model
+
+
+class ClassificationTask:
+    """Sentences or sentence pairs with one label each; accuracy, right or wrong per example."""
+
+    metric = "accuracy"
+    floor_name = "majority rate"
+
+    def __init__(self, name: str, examples: dict[str, list[Example]], encoder: Encoder, baselines: BaselineConfig):
+        from core.errors import UserError
+
+        self.name = name
+        labels = {label: i for i, label in enumerate(sorted({e.label for e in examples["train"]}))}
+        if len(labels) < 2:
+            raise UserError("the training data has a single label")
+        self.labels = list(labels)
+        self.examples = examples
+        self.data = {split: encoder.encode(items, labels) for split, items in examples.items()}
+        self.gold = {split: np.array([y for _, _, y in items]) for split, items in self.data.items()}
+        self.sizes = {split: len(items) for split, items in self.data.items()}
+        self.baseline_config = baselines
+
+    def new_model(self, config, seed: int, state: dict | None, checkpoint: str):
+        from model.classifiers import AlbertForSequenceClassification
+
+        return seeded_classifier(AlbertForSequenceClassification, config, len(self.labels), seed, state, checkpoint)
+
+    def train(self, model, cfg: FinetuneConfig, device, log) -> ModelRun:
+        history = train_classifier(model, self.data["train"], self.data["dev"], cfg, len(self.labels), device, log)
+        predicted = {
+            split: predict(model, items, 2 * cfg.batch_size, device) for split, items in self.data.items()
+        }
+        return self._run(cfg.seed, history, predicted)
+
+    def baselines(self, log) -> list[tuple[str, ModelRun]]:
+        texts = {
+            split: ([(e.text_a, e.text_b) for e in items], self.gold[split]) for split, items in self.examples.items()
+        }
+        results = linear_baselines(texts, len(self.labels), self.baseline_config)
+        for result in results:
+            log(f"{result.name}: {result.parameter} {result.chosen:g} chosen on dev ({result.seconds} s)")
+        return [(r.name, self._run(None, r.summary(), r.predictions)) for r in results]
+
+    def floor(self) -> float:
+        return majority_rate(self.gold["train"])
+
+    def _run(self, seed: int | None, training: dict, predicted: dict[str, np.ndarray]) -> ModelRun:
+        return ModelRun(
+            seed,
+            training,
+            scores={split: {"correct": predicted[split] == gold} for split, gold in self.gold.items()},
+            metrics={split: metrics(predicted[split], gold, len(self.labels)) for split, gold in self.gold.items()},
+        )
