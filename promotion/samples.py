@@ -261,15 +261,18 @@ def precision_recall(sums: dict[str, np.ndarray]) -> tuple[float, float]:
 def _bool_table(value: Any, name: str) -> np.ndarray:
     """bool [k, n] from one seed's bits (a "0101" string or a 1-D array: k = 1), a list of bit
     strings (one per seed), or a 2-D bool/0-1 array."""
-    if isinstance(value, list | tuple) and value and all(isinstance(row, str) for row in value):
-        rows = [_bools(row, name) for row in value]
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(isinstance(row, str | list | tuple) for row in value)
+    ):
+        rows = [_bools(row, name) for row in value]  # one bit string or list per seed
     elif isinstance(value, str) or np.ndim(value) == 1:
         rows = [_bools(value, name)]
+    elif np.ndim(value) == 2:
+        rows = [_bools(row, name) for row in np.asarray(value)]
     else:
-        a = np.asarray(value)
-        if a.ndim != 2:
-            raise UserError(f"{name}: expected one row per seed (seeds x examples), got shape {a.shape}")
-        rows = [_bools(row, name) for row in a]
+        raise UserError(f"{name}: expected one row per seed (seeds x examples), got shape {np.shape(value)}")
     if len({row.size for row in rows}) > 1:
         raise UserError(f"{name}: the seeds' rows have different lengths {[row.size for row in rows]}")
     return np.stack(rows) if rows else np.zeros((0, 0), dtype=bool)
@@ -326,11 +329,13 @@ class DownstreamSample(_Arrays):
         if self.metric not in METRICS:
             raise UserError(f"DownstreamSample: unknown metric {self.metric!r}; known: {list(METRICS)}")
         needed = METRICS[self.metric]
-        for name in {name for names in METRICS.values() for name in names}:
-            if name in needed and getattr(self, name) is None:
+        for name in needed:
+            if getattr(self, name) is None:
                 raise UserError(f"DownstreamSample: metric {self.metric} needs {name!r}")
-            if name not in needed and getattr(self, name) is not None:
-                raise UserError(f"DownstreamSample: {name!r} does not belong to metric {self.metric}")
+        for names in METRICS.values():
+            for name in set(names) - set(needed):
+                if getattr(self, name) is not None:
+                    raise UserError(f"DownstreamSample: {name!r} does not belong to metric {self.metric}")
         for name in needed:
             table = getattr(self, name)
             setattr(self, name, _bool_table(table, name) if name == "correct" else _count_table(table, name))

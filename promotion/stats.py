@@ -344,7 +344,9 @@ def two_way_bootstrap(
     n = {shape[1] for shape in shapes}
     seeds = {shape[0] for shape in shapes} - {1}
     if len(n) != 1 or len(seeds) > 1:
-        raise ValueError(f"tables of different shapes {sorted(shapes)} (seed counts may differ only by k = 1)")
+        raise ValueError(
+            f"tables of different shapes {sorted(shapes)} (seed counts may differ only by k = 1)"
+        )
     (n,) = n
     k = seeds.pop() if seeds else 1
     if n == 0:
@@ -376,7 +378,9 @@ def two_way_bootstrap(
         draws.append(difference(seed_weights, example_weights))
     reps = np.concatenate(draws)
     lo, hi = np.quantile(reps, [0.025, 0.975])
-    return dict(estimate=estimate, se=float(reps.std(ddof=1)), ci95=[float(lo), float(hi)], replicates=reps, k=k, n=n)
+    return dict(
+        estimate=estimate, se=float(reps.std(ddof=1)), ci95=[float(lo), float(hi)], replicates=reps, k=k, n=n
+    )
 
 
 def _multiplicities(rng: np.random.Generator, rows: int, size: int) -> np.ndarray:
