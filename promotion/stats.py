@@ -322,7 +322,8 @@ def two_way_bootstrap(
 
     Vectorised with multiplicity weights: seed weights W [R, k] and example weights V [R, n] count how
     often each seed and example is drawn, and a resampled table's sum is
-        sum_r = Σ_k Σ_n W[r,k] · table[k,n] · V[r,n]          (einsum "rk,kn,rn->r")
+        sum_r = Σ_k Σ_n W[r,k] · table[k,n] · V[r,n]          (einsum "rk,kn,rn->r"; computed as
+                                                               Σ_k W[r,k] · (V @ tableᵀ)[r,k])
     per named table (e.g. "correct", or "true_positives", "false_positives", "false_negatives");
     `statistic` turns the sums into the metric, so entity F1 is computed from summed counts, never as
     a mean of per-example F1s. Replicates are drawn in chunks of at most ~2M example weights, so
@@ -355,17 +356,24 @@ def two_way_bootstrap(
         raise ValueError(f"replicates must be at least 2, got {replicates}")
     cells = k * n
 
-    def value(side: dict[str, np.ndarray], seed_weights: np.ndarray, example_weights: np.ndarray):
-        sums = {}
-        for name, table in side.items():
-            # a k = 1 side is broadcast: its one row counts with the total seed weight (always k)
-            rows = seed_weights if table.shape[0] == k else seed_weights.sum(1, keepdims=True)
-            sums[name] = ((rows @ table) * example_weights).sum(1)  # [R, n] -> [R]
-        return statistic(sums, cells)
+    # Every table's rows side by side, [n, rows]: one matrix product per chunk gives every (replicate,
+    # table row) sum over the resampled examples.
+    names = [
+        (side, name, t.shape[0]) for side, tables in enumerate((first, second)) for name, t in tables.items()
+    ]
+    stacked = np.ascontiguousarray(np.concatenate([t for t in [*first.values(), *second.values()]]).T)
 
-    def difference(seed_weights, example_weights):
-        out = value(first, seed_weights, example_weights)
-        return out - value(second, seed_weights, example_weights) if second else out
+    def difference(seed_weights: np.ndarray, example_weights: np.ndarray) -> np.ndarray:
+        per_row = example_weights @ stacked  # [R, n] @ [n, rows] -> [R, rows]
+        sums: tuple[dict, dict] = ({}, {})
+        column = 0
+        for side, name, rows in names:
+            # a k = 1 table is broadcast over the seeds: its one row counts with the total seed weight
+            weights = seed_weights if rows == k else seed_weights.sum(1, keepdims=True)
+            sums[side][name] = (per_row[:, column : column + rows] * weights).sum(1)
+            column += rows
+        out = statistic(sums[0], cells)
+        return out - statistic(sums[1], cells) if second else out
 
     estimate = float(difference(np.ones((1, k)), np.ones((1, n)))[0])
     rng = np.random.default_rng(seed)
