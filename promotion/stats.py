@@ -297,7 +297,7 @@ Statistic = Callable[[dict[str, np.ndarray], int], np.ndarray]
 sums[name] float [R], cells = k·n (the number of cells, the same in every replicate)."""
 
 _CELLS_PER_CHUNK = 1 << 21
-"""Example weights drawn at a time (replicates x examples): 16 MB of int64, whatever R and n."""
+"""Example weights drawn at a time (replicates x examples): arrays of about 16 MB, whatever R and n."""
 
 
 def two_way_bootstrap(
@@ -316,9 +316,10 @@ def two_way_bootstrap(
     uncertainty; an example bootstrap of the pooled table treats the k fine-tuned models as fixed and
     ignores that a new set of seeds would give other models. Each replicate here resamples the seeds
     with replacement AND, independently, the examples with replacement, and keeps every (seed,
-    example) cell of the chosen rows and columns: its variance carries both parts (Owen shows it is
-    mildly conservative for the cell noise, while k = 3 seeds estimate the seed part from 2 degrees of
-    freedom only).
+    example) cell of the chosen rows and columns: its variance carries both parts. Owen shows that it
+    counts the rest, the seed x example noise (which examples one seed's model gets right), about
+    three times, so it is conservative where that dominates, as in accuracy tables; and k = 3 seeds
+    estimate the seeds' part from 2 degrees of freedom only (docs/gate.md gives the coverage).
 
     Vectorised with multiplicity weights: seed weights W [R, k] and example weights V [R, n] count how
     often each seed and example is drawn, and a resampled table's sum is
@@ -359,7 +360,7 @@ def two_way_bootstrap(
     # Every table's rows side by side, [n, rows]: one matrix product per chunk gives every (replicate,
     # table row) sum over the resampled examples.
     names = [
-        (side, name, t.shape[0]) for side, tables in enumerate((first, second)) for name, t in tables.items()
+        (side, name, t.shape[0]) for side, named in enumerate((first, second)) for name, t in named.items()
     ]
     stacked = np.ascontiguousarray(np.concatenate([t for t in [*first.values(), *second.values()]]).T)
 
