@@ -1,7 +1,8 @@
 """Per-example results of a model on fixed data, the inputs of the promotion gate (promotion/gate.py):
 the frozen eval set per sequence (EvalSample, written by `albert evaluate`), the trivial baselines on
-the same sequences (Baselines), a fine-tuned model per test example (DownstreamSample, written by
-`albert finetune`). Index i is the same example for every model, so comparisons can be paired.
+the same sequences (Baselines), a checkpoint fine-tuned with k seeds per (seed, test example) of a task
+(DownstreamSample, written by `albert finetune`; accuracy or entity F1, computed from sums by
+metric_from_sums). Index i is the same example for every model, so comparisons can be paired.
 
 They travel as JSON (`to_json` / `from_json`; see docs/gate.md for the format), never pickle.
 """
