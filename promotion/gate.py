@@ -11,15 +11,17 @@ Rules (α = GateConfig.alpha, δ = min_improvement, ε = max_regression):
 - primary, MLM loss: paired per eval sequence; one-sided z-test of H0 "improvement <= δ" (against
   production) or "improvement <= 0" (against the unigram baseline, first promotion). Promote only if
   p < α. This bounds the chance of promoting a model that is not better by α.
-- secondaries, SOP and downstream accuracy: one-sided tests of H0 "the drop is <= ε" (exact McNemar
-  when ε = 0, a paired z-test against the margin otherwise; an exact binomial test against chance).
+- secondaries, SOP and each downstream task (accuracy or entity F1, over k fine-tuning seeds): one-sided
+  tests of H0 "the drop is <= ε" (one seed and right/wrong: exact McNemar when ε = 0, a paired z-test
+  against the margin otherwise; several seeds or F1: a z-test with the two-way seeds x examples
+  bootstrap's se, promotion/downstream_stats.py; against chance an exact binomial test).
   Reject if any p, Bonferroni- (or Holm-) adjusted over the secondaries actually compared, is < α.
   This bounds by α the chance that noise alone vetoes a candidate whose secondaries did not get worse.
 - first promotion (no production): the loss must beat the unigram baseline significantly, and SOP may
   not be significantly below the train-majority baseline (paired) nor below chance (exact binomial).
 
 Inputs are per-example arrays in the SAME order for every model (index i = eval sequence i, or test
-example j of a downstream task). They travel as JSON (`to_json` / `from_json`), never pickle.
+example j of a downstream task; downstream results also with the same fine-tuning seeds). They travel as JSON (`to_json` / `from_json`), never pickle.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import UserError
+from promotion.downstream_stats import paired_difference, require_comparable
 from promotion.gate_report import format_p, vs_label
 from promotion.samples import Baselines, DownstreamSample, EvalSample
 from promotion.stats import (
@@ -91,8 +94,8 @@ class GateConfig:
     """δ (nats per masked prediction): promote only if the MLM loss improvement over production is
     significantly GREATER than δ. 0: any real improvement."""
     max_regression: float = 0.0
-    """ε (accuracy, in [0, 1)): a secondary metric regresses when its drop is significantly greater
-    than ε. 0: any real drop vetoes."""
+    """ε (in [0, 1), the metric's own units: accuracy, or entity F1): a secondary metric regresses
+    when its drop is significantly greater than ε. 0: any real drop vetoes."""
     alpha: float = 0.05
     """Significance level of the primary test, and the family-wise level of the secondary tests."""
     primary: str = PRIMARY
@@ -134,7 +137,8 @@ class Decision:
     checks: list[dict] = field(default_factory=list)
     """One row per test: metric, candidate, reference, reference_kind, delta (+ = candidate better),
     ci95 [lo, hi] of delta, p_value (adjusted for secondaries), p_raw, test, threshold, role
-    ("primary" | "secondary"), n, ok; downstream rows add task."""
+    ("primary" | "secondary"), n, ok; downstream rows (metric "downstream_accuracy" or
+    "downstream_entity_f1") add task."""
     info: list[dict] = field(default_factory=list)
     """Rows shown but not gated (MLM accuracy), in the same form; ok is None."""
     gate: dict = field(default_factory=dict)
@@ -289,26 +293,48 @@ def _downstream_pairs(downstream: DownstreamPair | Sequence[DownstreamPair] | No
     return list(downstream)
 
 
+def _downstream_row(cand: DownstreamSample, prod: DownstreamSample, eps: float) -> dict:
+    """Secondary for one task, H0 "drop <= ε" in the metric's own units (accuracy or F1).
+
+    One seed, accuracy: _paired_regression (exact McNemar, or the paired z against ε). Otherwise
+    z = (-(difference) - ε) / se with the two-way (seeds x examples) paired bootstrap's se and
+    percentile interval: fine-tuning swings between seeds, and a test over the examples alone would
+    call a seed-to-seed difference significant."""
+    metric = f"downstream_{cand.metric}"
+    if cand.metric == "accuracy" and cand.k == 1:
+        return _paired_regression(metric, cand.correct[0], prod.correct[0], "production", eps, task=cand.task)
+    d = paired_difference(cand, prod)
+    seeds = f"{cand.k} seed{'s' if cand.k > 1 else ''} x {cand.n} examples"
+    return _row(
+        metric,
+        "secondary",
+        "production",
+        candidate=cand.value,
+        reference=prod.value,
+        delta=d["difference"],
+        ci95=d["ci95"],
+        p=_z_p(-d["difference"] - eps, d["se"]),
+        test=f"two-way bootstrap z{f' vs margin {eps:g}' if eps else ''}, {seeds}",
+        threshold=-eps if eps else 0.0,
+        n=cand.n,
+        task=cand.task,
+    )
+
+
 def _downstream_checks(pairs: list[DownstreamPair], eps: float, reasons: list[str]) -> list[dict]:
     rows = []
     for cand, prod in pairs:
         if cand is None and prod is None:
             continue
         if cand is None or prod is None:
-            task = (cand or prod).task
+            present = cand or prod
             missing = "candidate" if cand is None else "production"
-            reasons.append(f"downstream_accuracy ({task}): not compared (no result for the {missing})")
+            reasons.append(
+                f"downstream_{present.metric} ({present.task}): not compared (no result for the {missing})"
+            )
             continue
-        if cand.task != prod.task or cand.n != prod.n:
-            raise UserError(
-                "downstream results are not on the same test set: "
-                f"candidate {cand.task} ({cand.n} examples), production {prod.task} ({prod.n} examples)"
-            )
-        rows.append(
-            _paired_regression(
-                "downstream_accuracy", cand.correct, prod.correct, "production", eps, task=cand.task
-            )
-        )
+        require_comparable(cand, prod, ("candidate", "production"), same_seeds=True)
+        rows.append(_downstream_row(cand, prod, eps))
     return rows
 
 
@@ -348,7 +374,8 @@ def decide(
     is no production model yet (first promotion).
 
     downstream: a (candidate, production) pair of DownstreamSample (either may be None), or a list of
-    such pairs, one per task. A task with one side only is not compared (a reason says so).
+    such pairs, one per task; the two sides of a task must have the same metric and fine-tuning seeds.
+    A task with one side only is not compared (a reason says so).
     Raises UserError when the inputs are not on the same eval sequences / test examples."""
     if reference is None and baselines is None:
         return Decision(
@@ -390,7 +417,7 @@ def decide(
             )
 
     pairs = _downstream_pairs(downstream)
-    if "downstream_accuracy" in gate.secondary:
+    if "downstream_accuracy" in gate.secondary:  # the secondary's one name switches every task on
         secondary += _downstream_checks(pairs, eps, reasons)
     elif any(c is not None or p is not None for c, p in pairs):
         reasons.append("downstream_accuracy: not compared (not among the gate's secondary metrics)")

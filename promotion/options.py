@@ -50,7 +50,8 @@ class PromoteOptions:
     )
     max_regression: float = opt(
         GateConfig.max_regression,
-        "ε: tolerated drop of SOP/downstream accuracy (a drop significantly larger rejects)",
+        "ε: tolerated drop of SOP accuracy and of each downstream metric, accuracy or entity F1 (a drop "
+        "significantly larger rejects)",
     )
     alpha: float = opt(GateConfig.alpha, "significance level of the gate's tests")
     max_batches: int | None = opt(None, "evaluate on this many batches only")

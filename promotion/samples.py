@@ -1,7 +1,8 @@
 """Per-example results of a model on fixed data, the inputs of the promotion gate (promotion/gate.py):
 the frozen eval set per sequence (EvalSample, written by `albert evaluate`), the trivial baselines on
-the same sequences (Baselines), a fine-tuned model per test example (DownstreamSample, written by
-`albert finetune`). Index i is the same example for every model, so comparisons can be paired.
+the same sequences (Baselines), a checkpoint fine-tuned with k seeds per (seed, test example) of a task
+(DownstreamSample, written by `albert finetune`; accuracy or entity F1, computed from sums by
+metric_from_sums). Index i is the same example for every model, so comparisons can be paired.
 
 They travel as JSON (`to_json` / `from_json`; see docs/gate.md for the format), never pickle.
 """
@@ -68,15 +69,18 @@ def _same_length(owner: str, arrays: dict[str, np.ndarray]) -> None:
         raise UserError(f"{owner}: arrays of different lengths {lengths}")
 
 
-def _load(data: dict | str | bytes, kind: str) -> dict:
+def _load(data: dict | str | bytes, kind: str, versions: tuple[int, ...] = (JSON_VERSION,)) -> dict:
+    """The JSON object of a `kind` sample in one of the `versions` this code reads (no "version": the
+    newest)."""
     if isinstance(data, str | bytes):
         data = json.loads(data)
     if not isinstance(data, dict):
         raise UserError(f"{kind}: expected a JSON object")
     if data.get("kind", kind) != kind:
         raise UserError(f"expected a {kind!r} JSON object, got kind {data.get('kind')!r}")
-    if data.get("version", JSON_VERSION) != JSON_VERSION:
-        raise UserError(f"{kind}: JSON version {data.get('version')} (this code reads {JSON_VERSION})")
+    if data.get("version", versions[-1]) not in versions:
+        readable = ", ".join(str(v) for v in versions)
+        raise UserError(f"{kind}: JSON version {data.get('version')} (this code reads {readable})")
     return data
 
 
@@ -219,42 +223,202 @@ class Baselines(_Arrays):
         )
 
 
+# ----------------------------------------------------------------------------- downstream samples
+
+METRICS: dict[str, tuple[str, ...]] = {
+    "accuracy": ("correct",),
+    "entity_f1": ("true_positives", "false_positives", "false_negatives"),
+}
+"""A downstream metric -> the per-(seed, example) tables it is computed from (by their sums)."""
+DOWNSTREAM_JSON_VERSION = 2
+"""Version 2 holds k seeds (version 1, one seed and right/wrong only, still reads)."""
+
+
+def _ratio(numerator, denominator):
+    """numerator / denominator elementwise, 0 where the denominator is 0 (floats or arrays)."""
+    numerator, denominator = np.broadcast_arrays(
+        np.asarray(numerator, np.float64), np.asarray(denominator, np.float64)
+    )
+    return np.divide(numerator, denominator, out=np.zeros(numerator.shape), where=denominator > 0)
+
+
+def metric_from_sums(metric: str, sums: dict[str, np.ndarray], cells: int) -> np.ndarray:
+    """The metric of a set of (seed, example) cells from the sums of its tables over the cells:
+    accuracy = Σ correct / cells; entity F1 = 2·TP / (2·TP + FP + FN) (0 when that is 0), i.e. the
+    micro F1 of all entities, never a mean of per-example F1s. Works on scalars and on [R] arrays of
+    bootstrap replicates (promotion.stats.two_way_bootstrap's statistic)."""
+    if metric == "accuracy":
+        return _ratio(sums["correct"], cells)
+    tp, fp, fn = (sums[name] for name in METRICS["entity_f1"])
+    return _ratio(2 * np.asarray(tp), 2 * np.asarray(tp) + fp + fn)
+
+
+def precision_recall(sums: dict[str, np.ndarray]) -> tuple[float, float]:
+    """Entity precision TP / (TP + FP) and recall TP / (TP + FN) from summed counts (0 for 0/0)."""
+    tp, fp, fn = (sums[name] for name in METRICS["entity_f1"])
+    return float(_ratio(tp, tp + fp)), float(_ratio(tp, tp + fn))
+
+
+def _bool_table(value: Any, name: str) -> np.ndarray:
+    """bool [k, n] from one seed's bits (a "0101" string or a 1-D array: k = 1), a list of bit
+    strings (one per seed), or a 2-D bool/0-1 array."""
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(isinstance(row, str | list | tuple) for row in value)
+    ):
+        rows = [_bools(row, name) for row in value]  # one bit string or list per seed
+    elif isinstance(value, str) or np.ndim(value) == 1:
+        rows = [_bools(value, name)]
+    elif np.ndim(value) == 2:
+        rows = [_bools(row, name) for row in np.asarray(value)]
+    else:
+        raise UserError(f"{name}: expected one row per seed (seeds x examples), got shape {np.shape(value)}")
+    if len({row.size for row in rows}) > 1:
+        raise UserError(f"{name}: the seeds' rows have different lengths {[row.size for row in rows]}")
+    return np.stack(rows) if rows else np.zeros((0, 0), dtype=bool)
+
+
+def _count_table(value: Any, name: str) -> np.ndarray:
+    """int64 [k, n] of counts >= 0 from a 2-D array or a list of per-seed lists (1-D: k = 1)."""
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{name}: expected whole numbers >= 0 per seed and example ({err})") from None
+    a = a[None] if a.ndim == 1 else a
+    if a.ndim != 2:
+        raise UserError(f"{name}: expected one row per seed (seeds x examples), got shape {a.shape}")
+    if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a != np.round(a)):
+        raise UserError(f"{name}: expected whole numbers >= 0")
+    return a.astype(np.int64)
+
+
 @dataclass(eq=False)
 class DownstreamSample(_Arrays):
-    """One fine-tuned model on a task's test examples; index j = test example j, the same order for
-    every model.
+    """Fine-tuned models of one checkpoint on a task's test examples, one per fine-tuning seed; row i
+    = seed seeds[i], column j = test example j, the same order for every model. The tables are those
+    of METRICS[metric]: "correct" (bool [k, n]) for accuracy; "true_positives", "false_positives",
+    "false_negatives" (int [k, n], entity counts of example j) for entity_f1. The other fields are
+    None. A 1-D table (or one bit string) is one seed. `from_scores` builds one from per-seed score
+    dicts.
 
-    JSON: {"kind": "albert-downstream-sample", "version": 1, "task": "...", "n": M, "correct": "0101..."}"""
+    JSON (version 2; the seeds' rows as bit strings, counts as int lists):
+        {"kind": "albert-downstream-sample", "version": 2, "task": "...", "metric": "accuracy",
+         "n": N, "k": K, "seeds": [0, 1, 2], "correct": ["0101...", "1101...", "0111..."]}
+        {..., "metric": "entity_f1", ..., "true_positives": [[2, 0, ...], ...],
+         "false_positives": [[...], ...], "false_negatives": [[...], ...]}
+    Version 1 ({"task", "n", "correct": "0101..."}: one seed, accuracy) reads as k = 1, seeds [0]."""
 
     task: str
-    correct: np.ndarray
-    """bool [m]: the prediction on test example j was right."""
+    correct: np.ndarray | None = None
+    """bool [k, n]: the prediction of seed i's model on test example j was right (accuracy)."""
+    metric: str = "accuracy"
+    seeds: list[int] | None = None
+    """The k fine-tuning seeds, distinct (None: 0..k-1)."""
+    true_positives: np.ndarray | None = None
+    """int [k, n]: predicted entities of example j whose span and type are gold (entity_f1)."""
+    false_positives: np.ndarray | None = None
+    """int [k, n]: predicted entities that are not gold."""
+    false_negatives: np.ndarray | None = None
+    """int [k, n]: gold entities not predicted."""
 
     KIND: ClassVar[str] = "albert-downstream-sample"
 
     def __post_init__(self):
         if not isinstance(self.task, str) or not self.task:
             raise UserError("DownstreamSample: task must be a non-empty string")
-        self.correct = _bools(self.correct, "correct")
+        if self.metric not in METRICS:
+            raise UserError(f"DownstreamSample: unknown metric {self.metric!r}; known: {list(METRICS)}")
+        needed = METRICS[self.metric]
+        for name in needed:
+            if getattr(self, name) is None:
+                raise UserError(f"DownstreamSample: metric {self.metric} needs {name!r}")
+        for names in METRICS.values():
+            for name in set(names) - set(needed):
+                if getattr(self, name) is not None:
+                    raise UserError(f"DownstreamSample: {name!r} does not belong to metric {self.metric}")
+        for name in needed:
+            table = getattr(self, name)
+            setattr(self, name, _bool_table(table, name) if name == "correct" else _count_table(table, name))
+        shapes = {name: getattr(self, name).shape for name in needed}
+        if len(set(shapes.values())) > 1:
+            raise UserError(f"DownstreamSample: tables of different shapes {shapes}")
+        if self.k == 0:
+            raise UserError("DownstreamSample: no seed (a table needs one row per seed)")
+        seeds = list(range(self.k)) if self.seeds is None else self.seeds
+        if not all(isinstance(s, int | np.integer) and not isinstance(s, bool) for s in seeds):
+            raise UserError(f"DownstreamSample: seeds must be integers, got {seeds!r}")
+        if len(seeds) != self.k:
+            raise UserError(f"DownstreamSample: {len(seeds)} seeds for {self.k} rows of results")
+        if len(set(seeds)) != len(seeds):
+            raise UserError(f"DownstreamSample: duplicate seeds {sorted(seeds)}")
+        self.seeds = [int(s) for s in seeds]
+
+    @classmethod
+    def from_scores(
+        cls, task: str, metric: str, seeds: list[int], scores: list[dict[str, np.ndarray]]
+    ) -> DownstreamSample:
+        """One sample from the per-example score dicts of k models, one per seed, in seed order:
+        {"correct": bool [n]} (accuracy) or {"true_positives", "false_positives", "false_negatives":
+        int [n]} (entity_f1)."""
+        if metric not in METRICS:
+            raise UserError(f"DownstreamSample: unknown metric {metric!r}; known: {list(METRICS)}")
+        missing = [name for score in scores for name in METRICS[metric] if name not in score]
+        if missing:
+            raise UserError(f"DownstreamSample: the scores of metric {metric} lack {sorted(set(missing))}")
+        lengths = {np.size(score[name]) for score in scores for name in METRICS[metric]}
+        if len(lengths) > 1:
+            raise UserError(f"DownstreamSample: per-example scores of different lengths {sorted(lengths)}")
+        tables = {name: np.stack([np.asarray(score[name]) for score in scores]) for name in METRICS[metric]}
+        return cls(task, metric=metric, seeds=list(seeds), **tables)
+
+    @property
+    def tables(self) -> dict[str, np.ndarray]:
+        """The metric's tables by name, [k, n] each."""
+        return {name: getattr(self, name) for name in METRICS[self.metric]}
+
+    @property
+    def k(self) -> int:
+        return int(next(iter(self.tables.values())).shape[0])
 
     @property
     def n(self) -> int:
-        return int(self.correct.size)
+        return int(next(iter(self.tables.values())).shape[1])
+
+    def sums(self, seed_index: int | None = None) -> dict[str, int]:
+        """Each table summed over all cells, or over one seed's row."""
+        rows = slice(None) if seed_index is None else slice(seed_index, seed_index + 1)
+        return {name: int(table[rows].sum()) for name, table in self.tables.items()}
 
     @property
-    def accuracy(self) -> float:
-        return float(self.correct.mean()) if self.n else 0.0
+    def value(self) -> float:
+        """The metric over all k·n cells (accuracy: the mean over seeds; F1: of all seeds' entities)."""
+        return float(metric_from_sums(self.metric, self.sums(), self.k * self.n))
+
+    @property
+    def per_seed(self) -> list[float]:
+        """The metric of each seed's model, in seed order."""
+        return [float(metric_from_sums(self.metric, self.sums(i), self.n)) for i in range(self.k)]
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "kind": self.KIND,
-            "version": JSON_VERSION,
+            "version": DOWNSTREAM_JSON_VERSION,
             "task": self.task,
+            "metric": self.metric,
             "n": self.n,
-            "correct": _bits(self.correct),
+            "k": self.k,
+            "seeds": list(self.seeds),
         }
+        for name, table in self.tables.items():
+            out[name] = [_bits(row) if name == "correct" else _numbers(row) for row in table]
+        return out
 
     @classmethod
     def from_json(cls, data: dict | str | bytes) -> DownstreamSample:
-        payload = _load(data, cls.KIND)
-        return cls(_get(payload, "task", cls.KIND), _get(payload, "correct", cls.KIND))
+        payload = _load(data, cls.KIND, versions=(1, DOWNSTREAM_JSON_VERSION))
+        metric = payload.get("metric", "accuracy")
+        if metric not in METRICS:
+            raise UserError(f"DownstreamSample: unknown metric {metric!r}; known: {list(METRICS)}")
+        tables = {name: _get(payload, name, cls.KIND) for name in METRICS[metric]}
+        return cls(_get(payload, "task", cls.KIND), metric=metric, seeds=payload.get("seeds"), **tables)

@@ -12,6 +12,7 @@ Conventions
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -287,6 +288,115 @@ def paired_proportion_difference(correct_a, correct_b, method: str = "newcombe")
     else:
         raise ValueError(f"method must be 'newcombe' or 'wald', got {method!r}")
     return dict(diff=diff, se=se, ci95=ci, b=b, c=c, n=n, acc_a=(both + b) / n, acc_b=(both + c) / n)
+
+
+# ------------------------------------------------------------------- seeds x examples: the bootstrap
+
+Statistic = Callable[[dict[str, np.ndarray], int], np.ndarray]
+"""statistic(sums, cells): the metric of R resampled tables from the sums over their cells,
+sums[name] float [R], cells = k·n (the number of cells, the same in every replicate)."""
+
+_CELLS_PER_CHUNK = 1 << 21
+"""Example weights drawn at a time (replicates x examples): arrays of about 16 MB, whatever R and n."""
+
+
+def two_way_bootstrap(
+    statistic: Statistic,
+    tables: dict[str, np.ndarray],
+    paired_with: dict[str, np.ndarray] | None = None,
+    replicates: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """The "pigeonhole" bootstrap (Owen 2007) of a metric of a (k seeds x n examples) table.
+
+    Why two ways. A fine-tuned model's test score varies for two reasons: the test examples are a
+    sample of the task (another 500 reviews give another accuracy), and fine-tuning is random (the
+    same checkpoint fine-tuned with another seed swings by points on a few thousand examples). The
+    spread of the k per-seed scores alone ignores the examples' share and understates the
+    uncertainty; an example bootstrap of the pooled table treats the k fine-tuned models as fixed and
+    ignores that a new set of seeds would give other models. Each replicate here resamples the seeds
+    with replacement AND, independently, the examples with replacement, and keeps every (seed,
+    example) cell of the chosen rows and columns: its variance carries both parts. Owen shows that it
+    counts the rest, the seed x example noise (which examples one seed's model gets right), about
+    three times, so it is conservative where that dominates, as in accuracy tables; and k = 3 seeds
+    estimate the seeds' part from 2 degrees of freedom only (docs/gate.md gives the coverage).
+
+    Vectorised with multiplicity weights: seed weights W [R, k] and example weights V [R, n] count how
+    often each seed and example is drawn, and a resampled table's sum is
+        sum_r = Σ_k Σ_n W[r,k] · table[k,n] · V[r,n]          (einsum "rk,kn,rn->r"; computed as
+                                                               Σ_k W[r,k] · (V @ tableᵀ)[r,k])
+    per named table (e.g. "correct", or "true_positives", "false_positives", "false_negatives");
+    `statistic` turns the sums into the metric, so entity F1 is computed from summed counts, never as
+    a mean of per-example F1s. Replicates are drawn in chunks of at most ~2M example weights, so
+    memory stays bounded for any n; a fixed `seed` makes the result reproducible.
+
+    paired_with: the tables of a second model on the SAME examples; each replicate uses the same
+    example weights for both, and the same seed weights when both have k seeds (seed i of one paired
+    with seed i of the other). A side with k = 1 (a deterministic model, e.g. a linear baseline) is
+    broadcast over the other's seeds. The statistic is then statistic(a) - statistic(b). With k = 1 on
+    both sides this is the ordinary paired example bootstrap.
+
+    Returns dict(estimate (on the full table), se (sd of the replicates), ci95 (2.5% and 97.5%
+    percentiles), replicates (float [R]), k, n)."""
+    first = {name: np.asarray(t, dtype=np.float64) for name, t in tables.items()}
+    second = {name: np.asarray(t, dtype=np.float64) for name, t in (paired_with or {}).items()}
+    shapes = {t.shape for t in [*first.values(), *second.values()]}
+    if any(len(shape) != 2 for shape in shapes):
+        raise ValueError(f"tables must be 2-D (seeds x examples), got shapes {sorted(shapes)}")
+    n = {shape[1] for shape in shapes}
+    seeds = {shape[0] for shape in shapes} - {1}
+    if len(n) != 1 or len(seeds) > 1:
+        raise ValueError(
+            f"tables of different shapes {sorted(shapes)} (seed counts may differ only by k = 1)"
+        )
+    (n,) = n
+    k = seeds.pop() if seeds else 1
+    if n == 0:
+        raise ValueError("no examples to resample")
+    if replicates < 2:
+        raise ValueError(f"replicates must be at least 2, got {replicates}")
+    cells = k * n
+
+    # Every table's rows side by side, [n, rows]: one matrix product per chunk gives every (replicate,
+    # table row) sum over the resampled examples.
+    names = [
+        (side, name, t.shape[0]) for side, named in enumerate((first, second)) for name, t in named.items()
+    ]
+    stacked = np.ascontiguousarray(np.concatenate([t for t in [*first.values(), *second.values()]]).T)
+
+    def difference(seed_weights: np.ndarray, example_weights: np.ndarray) -> np.ndarray:
+        per_row = example_weights @ stacked  # [R, n] @ [n, rows] -> [R, rows]
+        sums: tuple[dict, dict] = ({}, {})
+        column = 0
+        for side, name, rows in names:
+            # a k = 1 table is broadcast over the seeds: its one row counts with the total seed weight
+            weights = seed_weights if rows == k else seed_weights.sum(1, keepdims=True)
+            sums[side][name] = (per_row[:, column : column + rows] * weights).sum(1)
+            column += rows
+        out = statistic(sums[0], cells)
+        return out - statistic(sums[1], cells) if second else out
+
+    estimate = float(difference(np.ones((1, k)), np.ones((1, n)))[0])
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(replicates, _CELLS_PER_CHUNK // n))
+    draws = []
+    for start in range(0, replicates, chunk):
+        r = min(chunk, replicates - start)
+        seed_weights = _multiplicities(rng, r, k)
+        example_weights = _multiplicities(rng, r, n)
+        draws.append(difference(seed_weights, example_weights))
+    reps = np.concatenate(draws)
+    lo, hi = np.quantile(reps, [0.025, 0.975])
+    return dict(
+        estimate=estimate, se=float(reps.std(ddof=1)), ci95=[float(lo), float(hi)], replicates=reps, k=k, n=n
+    )
+
+
+def _multiplicities(rng: np.random.Generator, rows: int, size: int) -> np.ndarray:
+    """float [rows, size]: how often each of `size` items is drawn in `size` draws with replacement,
+    per row (a multinomial(size, 1/size) vector per row, through one bincount)."""
+    picks = rng.integers(0, size, (rows, size)) + size * np.arange(rows)[:, None]
+    return np.bincount(picks.ravel(), minlength=rows * size).reshape(rows, size).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------- multiple comparisons
