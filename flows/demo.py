@@ -204,7 +204,9 @@ def task_list(text: str) -> tuple[str, ...]:
     known = typing.get_args(FinetuneTask)
     unknown = [name for name in tasks if name not in known]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown task(s) {', '.join(unknown)}; expected some of {', '.join(known)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown task(s) {', '.join(unknown)}; expected some of {', '.join(known)}"
+        )
     return tasks
 
 

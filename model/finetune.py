@@ -222,10 +222,11 @@ def compare(task, model: PretrainedModel, cfg: FinetuneConfig, log=print) -> dic
     best = max(range(len(grid)), key=lambda i: (search[i].metrics["dev"][metric], -i))
     lr, warmup = grid[best]
     runs["scratch"] = [search[best]] + [
-        fine_tune("scratch", replace(cfg, lr=lr, warmup_fraction=warmup, seed=seed), False) for seed in seeds[1:]
+        fine_tune("scratch", replace(cfg, lr=lr, warmup_fraction=warmup, seed=seed), False)
+        for seed in seeds[1:]
     ]
     runs["scratch_same_recipe"] = [search[0]]
-    runs.update(task.baselines(log))
+    runs.update({name: [run] for name, run in task.baselines(log)})
 
     report = build_report(task, runs, seeds, final, task.floor())
     report["checkpoint"] = model.checkpoint

@@ -85,7 +85,9 @@ def build_report(task, runs: dict[str, list[ModelRun]], seeds: list[int], final:
     splits = [split for split in ("dev", "test") if split in task.sizes]
     report: dict = {"task": task.name, "metric": metric, "seeds": seeds, "labels": task.labels}
     report["sizes"] = dict(task.sizes)
-    report["models"] = {name: model_entry(task.name, metric, model_runs, splits) for name, model_runs in runs.items()}
+    report["models"] = {
+        name: model_entry(task.name, metric, model_runs, splits) for name, model_runs in runs.items()
+    }
     scratch = report["models"]["scratch"]
     train_value = scratch[f"train_{metric}"]
     scratch["fit"] = {

@@ -62,7 +62,9 @@ class ClassificationTask:
     metric = "accuracy"
     floor_name = "majority rate"
 
-    def __init__(self, name: str, examples: dict[str, list[Example]], encoder: Encoder, baselines: BaselineConfig):
+    def __init__(
+        self, name: str, examples: dict[str, list[Example]], encoder: Encoder, baselines: BaselineConfig
+    ):
         from core.errors import UserError
 
         self.name = name
@@ -79,10 +81,14 @@ class ClassificationTask:
     def new_model(self, config, seed: int, state: dict | None, checkpoint: str):
         from model.classifiers import AlbertForSequenceClassification
 
-        return seeded_classifier(AlbertForSequenceClassification, config, len(self.labels), seed, state, checkpoint)
+        return seeded_classifier(
+            AlbertForSequenceClassification, config, len(self.labels), seed, state, checkpoint
+        )
 
     def train(self, model, cfg: FinetuneConfig, device, log) -> ModelRun:
-        history = train_classifier(model, self.data["train"], self.data["dev"], cfg, len(self.labels), device, log)
+        history = train_classifier(
+            model, self.data["train"], self.data["dev"], cfg, len(self.labels), device, log
+        )
         predicted = {
             split: predict(model, items, 2 * cfg.batch_size, device) for split, items in self.data.items()
         }
@@ -90,7 +96,8 @@ class ClassificationTask:
 
     def baselines(self, log) -> list[tuple[str, ModelRun]]:
         texts = {
-            split: ([(e.text_a, e.text_b) for e in items], self.gold[split]) for split, items in self.examples.items()
+            split: ([(e.text_a, e.text_b) for e in items], self.gold[split])
+            for split, items in self.examples.items()
         }
         results = linear_baselines(texts, len(self.labels), self.baseline_config)
         for result in results:
@@ -105,5 +112,7 @@ class ClassificationTask:
             seed,
             training,
             scores={split: {"correct": predicted[split] == gold} for split, gold in self.gold.items()},
-            metrics={split: metrics(predicted[split], gold, len(self.labels)) for split, gold in self.gold.items()},
+            metrics={
+                split: metrics(predicted[split], gold, len(self.labels)) for split, gold in self.gold.items()
+            },
         )

