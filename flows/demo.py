@@ -13,10 +13,10 @@ trains a new candidate that continues from the production model, and puts it thr
 from __future__ import annotations
 
 import argparse
-import typing
 import json
 import os
 import time
+import typing
 from dataclasses import dataclass
 
 from core import config_cli, storage
