@@ -177,15 +177,27 @@ class LinearClassifier:
 
 
 def fit_logistic_regression(
-    features: SparseRows, labels: np.ndarray, num_labels: int, l2: float, max_iter: int = 200
+    features: SparseRows,
+    labels: np.ndarray,
+    num_labels: int,
+    l2: float,
+    max_iter: int = 200,
+    start: LinearClassifier | None = None,
 ) -> LinearClassifier:
     """Multinomial logistic regression: mean cross-entropy + (l2/2)|W|^2 by full-batch L-BFGS
-    (torch.optim.LBFGS, strong Wolfe line search) from zero weights: no randomness, the same weights
-    on every run. The gradient is written out: (softmax - one-hot)^T X / N + l2 W."""
+    (torch.optim.LBFGS, strong Wolfe line search) from zero weights (or from `start`, e.g. the
+    solution for a stronger l2): no randomness, the same weights on every run. The gradient is written
+    out: (softmax - one-hot)^T X / N + l2 W. `features` may be any (N, V) matrix with SparseRows'
+    `shape`, `times` and `transposed_times` (model.ner_baselines.WindowFeatures is one)."""
     rows = features.shape[0]
     one_hot = np.eye(num_labels)[labels]  # (N, classes)
-    weight = torch.zeros(num_labels, features.shape[1], dtype=torch.float64, requires_grad=True)
-    bias = torch.zeros(num_labels, dtype=torch.float64, requires_grad=True)
+    weight = torch.zeros(num_labels, features.shape[1], dtype=torch.float64)
+    bias = torch.zeros(num_labels, dtype=torch.float64)
+    if start is not None:
+        weight.copy_(torch.from_numpy(start.weight))
+        bias.copy_(torch.from_numpy(start.bias))
+    weight.requires_grad_(True)
+    bias.requires_grad_(True)
     optimizer = torch.optim.LBFGS(
         [weight, bias],
         lr=1.0,

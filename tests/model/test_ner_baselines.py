@@ -1,0 +1,139 @@
+"""The NER baselines without pretraining (model/ner_baselines.py): window features from the training
+split only, products equal to the dense matrix's, a per-character logistic regression that learns
+entities signalled by their context (and not from shuffled tags), chosen on dev by entity F1,
+deterministic."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from model.ner_baselines import (
+    TEMPLATES,
+    NerBaselineConfig,
+    WindowVocabulary,
+    char_class,
+    ner_baselines,
+    split_tags,
+    tag_ids,
+)
+from model.ner_data import NerExample, entity_spans
+
+FILLER = "的了是在有和我他这那就也都要说会上下"
+NAME_CHARS = "甲乙丙丁戊己庚辛壬癸子丑寅卯辰巳午未申酉"  # the same characters for every type
+CUES = {"去": "LOC", "叫": "PER", "加入": "ORG"}  # the word before an entity says its type
+
+
+def _example(rng: random.Random, number: int) -> NerExample:
+    """12 filler characters with one or two entities of 2 characters, each right after its cue."""
+    chars = [rng.choice(FILLER) for _ in range(12)]
+    tags = ["O"] * 12
+    for start in rng.sample([0, 6], rng.choice([1, 2])):
+        cue, kind = rng.choice(sorted(CUES.items()))
+        name = [rng.choice(NAME_CHARS) for _ in range(2)]
+        span = list(cue) + name
+        chars[start : start + len(span)] = span
+        tags[start : start + len(span)] = ["O"] * len(cue) + [f"B-{kind}", f"I-{kind}"]
+    return NerExample(f"synthetic/{number}", chars, tags)
+
+
+def _task(seed: int = 0, sizes=(300, 80, 80)) -> dict[str, list[NerExample]]:
+    rng = random.Random(seed)
+    examples = [_example(rng, i) for i in range(sum(sizes))]
+    train, dev = sizes[0], sizes[0] + sizes[1]
+    return {"train": examples[:train], "dev": examples[train:dev], "test": examples[dev:]}
+
+
+def _f1(examples: list[NerExample], predicted: list[list[str]]) -> float:
+    gold = {(i, *s) for i, e in enumerate(examples) for s in entity_spans(e.tags)}
+    found = {(i, *s) for i, tags in enumerate(predicted) for s in entity_spans(tags)}
+    return 2 * len(gold & found) / (len(gold) + len(found))
+
+
+CONFIG = NerBaselineConfig(ner_min_count=1, ner_linear_l2=(1e-2, 1e-4), ner_linear_max_iter=100)
+
+
+def test_features_come_from_train_and_unseen_values_share_the_rare_column():
+    train = [NerExample("a", list("北京大学"), ["B-ORG", "I-ORG", "I-ORG", "I-ORG"])]
+    vocabulary = WindowVocabulary.fit(train, min_count=1)
+    features = vocabulary.features([NerExample("b", list("北京大雪"), ["O"] * 4)])
+    assert features.ids.shape == (4, len(TEMPLATES)) and features.shape[1] == vocabulary.size
+    seen = vocabulary.features(train).ids
+    # 北 and 京 have the same windows as in training up to offset +1; 雪 is unseen: the rare column
+    assert np.array_equal(features.ids[0, :4], seen[0, :4])
+    rare = [vocabulary.offsets[k + 1] - 1 for k in range(len(TEMPLATES))]
+    assert features.ids[3, 2] == rare[2] and features.ids[3, 2] != seen[3, 2]
+    # each template's columns are its own: ids fall in [offsets[k], offsets[k + 1])
+    assert all(
+        vocabulary.offsets[k] <= i < vocabulary.offsets[k + 1] for row in seen for k, i in enumerate(row)
+    )
+    assert [char_class(c) for c in "1１aＡ，。中"] == [1, 1, 2, 2, 3, 3, 4]
+
+
+def test_window_products_equal_the_dense_matrix():
+    task = _task(sizes=(20, 0, 0))
+    vocabulary = WindowVocabulary.fit(task["train"], min_count=1)
+    features = vocabulary.features(task["train"])
+    dense = np.zeros(features.shape)
+    for row, ids in enumerate(features.ids):
+        dense[row, ids] += 1
+    rng = np.random.default_rng(0)
+    weight = rng.normal(size=(7, features.shape[1]))
+    per_row = rng.normal(size=(features.shape[0], 7))
+    np.testing.assert_allclose(features.times(weight), dense @ weight.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        features.transposed_times(per_row), (dense.T @ per_row).T, rtol=1e-5, atol=1e-5
+    )
+
+
+def test_tag_ids_round_trip_per_example():
+    task = _task(sizes=(5, 0, 0))
+    assert split_tags(tag_ids(task["train"]), task["train"]) == [e.tags for e in task["train"]]
+
+
+def test_linear_baseline_learns_entities_from_their_context():
+    task = _task()
+    logs = []
+    (result,) = ner_baselines(task, CONFIG, log=logs.append)
+    assert result.name == "char_ngram_linear"
+    assert set(result.predictions) == {"train", "dev", "test"}
+    for split, examples in task.items():
+        assert [len(tags) for tags in result.predictions[split]] == [len(e.chars) for e in examples]
+    assert len(result.dev_f1) == 2 and result.chosen["l2"] in CONFIG.ner_linear_l2
+    assert max(result.dev_f1) > 0.95
+    assert _f1(task["test"], result.predictions["test"]) > 0.95
+    summary = result.summary()
+    assert [g["l2"] for g in summary["grid"]] == list(CONFIG.ner_linear_l2)
+    assert summary["chosen"] == result.chosen and logs
+
+
+def test_shuffled_tags_teach_nothing():
+    """The control: the same characters with another example's tags (all examples have 12 characters)
+    leave nothing to learn, so the test F1 falls near chance."""
+    task = _task()
+    rng = random.Random(1)
+    shuffled = [e.tags for e in task["train"]]
+    rng.shuffle(shuffled)
+    task["train"] = [NerExample(e.id, e.chars, tags) for e, tags in zip(task["train"], shuffled)]
+    (result,) = ner_baselines(task, CONFIG, log=lambda _: None)
+    assert _f1(task["test"], result.predictions["test"]) < 0.3
+
+
+def test_linear_baseline_is_deterministic():
+    task = _task(sizes=(100, 30, 30))
+    first, second = (ner_baselines(task, CONFIG, log=lambda _: None)[0] for _ in range(2))
+    assert first.predictions == second.predictions and first.dev_f1 == second.dev_f1
+
+
+@pytest.mark.parametrize("text", ["1e-6,1e-7", "1e-5"])
+def test_config_grid_parses_from_the_command_line(text):
+    import argparse
+
+    from core.config_cli import add_arguments, from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, NerBaselineConfig)
+    cfg = from_args(NerBaselineConfig, parser.parse_args(["--ner-linear-l2", text]))
+    assert cfg.ner_linear_l2 == tuple(float(x) for x in text.split(","))
