@@ -12,9 +12,11 @@ one "rare" feature (so a rare character still says "rare character here").
 
 Models:
 - "char_ngram_linear": a softmax over the 7 BIO tags at each character, independently
-  (multinomial logistic regression, model.text_baselines.fit_logistic_regression: full-batch L-BFGS
-  from zeros, mean cross-entropy over characters + (l2/2)|W|^2). Its tags can be ill-formed (an I-
-  after O); model.ner_data.entity_spans reads those as conlleval does.
+  (multinomial logistic regression: mean cross-entropy over characters + (l2/2)|W|^2, full-batch
+  L-BFGS from zeros as model.text_baselines' logistic regression, in float32 torch with the window
+  sums as embedding bags: 1.6M training characters make text_baselines' float64 numpy products
+  several times slower per step). Its tags can be ill-formed (an I- after O); model.ner_data.
+  entity_spans reads those as conlleval does.
 - "char_ngram_crf" (model/ner_crf.py): a linear-chain CRF over the same features.
 The l2 strength of each is chosen on dev by entity F1 (exact span and type), over a grid listed from
 the most to the least regularised; each fit starts from the previous grid value's solution (the
@@ -34,7 +36,7 @@ import torch.nn.functional as F
 
 from core.config_cli import opt
 from model.ner_data import BIO_TAGS, NerExample, entity_spans
-from model.text_baselines import LinearClassifier, choose_on_dev, fit_logistic_regression, float_list
+from model.text_baselines import choose_on_dev, float_list, minimize_lbfgs
 
 WINDOW = 2  # characters on each side
 UNIGRAM_OFFSETS = tuple(range(-WINDOW, WINDOW + 1))
@@ -98,32 +100,74 @@ def char_class(char: str) -> int:
 
 @dataclass
 class WindowFeatures:
-    """The (N, V) 0/1 feature matrix of N character positions, stored as the V-column id of each
-    position's feature under every template: `ids` (N, len(TEMPLATES)). Products run as float32
-    torch.embedding_bag sums (a gather of feature rows per position; measured ~0.1 s on the full train
-    split, where SparseRows' bincounts took ~2.4 s); they have SparseRows' interface, so
-    fit_logistic_regression takes them."""
+    """The (N, V) 0/1 feature matrix of N character positions, stored as the column of each position's
+    feature under every template: `ids` (N, len(TEMPLATES))."""
 
-    ids: np.ndarray  # (N, K) int64
+    ids: torch.Tensor  # (N, K) int64
     shape: tuple[int, int]
-    _by_feature: tuple[torch.Tensor, torch.Tensor] | None = None  # positions grouped by feature
+    _by_feature: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def times(self, weight: np.ndarray) -> np.ndarray:
-        """X W^T: (N, classes) for weight (classes, V)."""
-        table = torch.from_numpy(np.ascontiguousarray(weight.T, dtype=np.float32))  # (V, classes)
-        return F.embedding_bag(torch.from_numpy(self.ids), table, mode="sum").double().numpy()
-
-    def transposed_times(self, per_row: np.ndarray) -> np.ndarray:
-        """(X^T E)^T: (classes, V) for per_row (N, classes): for each feature, the sum of the rows of
-        the positions that have it (again an embedding_bag, over positions grouped by feature)."""
+    def by_feature(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(positions, starts): the positions sorted by feature (one entry per template hit) and where
+        each feature's run starts; computed once (a sort of N K ids), used by every backward."""
         if self._by_feature is None:
-            flat = self.ids.ravel()
-            order = np.argsort(flat, kind="stable")
-            starts = np.searchsorted(flat[order], np.arange(self.shape[1]))
-            self._by_feature = (torch.from_numpy(order // self.ids.shape[1]), torch.from_numpy(starts))
-        positions, starts = self._by_feature
-        table = torch.from_numpy(np.ascontiguousarray(per_row, dtype=np.float32))  # (N, classes)
-        return F.embedding_bag(positions, table, starts, mode="sum").double().numpy().T
+            flat = self.ids.flatten()
+            order = torch.argsort(flat, stable=True)
+            starts = torch.searchsorted(flat[order], torch.arange(self.shape[1]))
+            self._by_feature = (order // self.ids.shape[1], starts)
+        return self._by_feature
+
+
+class WindowSum(torch.autograd.Function):
+    """scores (N, tags) = X table: the sum over templates of each position's feature rows of table
+    (V, tags). The backward is X^T grad, the sum of the gradient rows of the positions that have each
+    feature: an embedding_bag over positions grouped by feature (WindowFeatures.by_feature), whose
+    sort is done once rather than at every step as torch's own embedding_bag backward does."""
+
+    @staticmethod
+    def forward(ctx, table: torch.Tensor, features: WindowFeatures) -> torch.Tensor:
+        ctx.features = features
+        return F.embedding_bag(features.ids, table, mode="sum")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        positions, starts = ctx.features.by_feature()
+        return F.embedding_bag(positions, grad.contiguous(), starts, mode="sum"), None
+
+
+@dataclass
+class WindowModel:
+    """Per-character tag scores: X table + bias (float32)."""
+
+    table: torch.Tensor  # (V, tags)
+    bias: torch.Tensor  # (tags,)
+
+    def scores(self, features: WindowFeatures) -> torch.Tensor:
+        return WindowSum.apply(self.table, features) + self.bias  # (N, tags)
+
+    def predict(self, features: WindowFeatures) -> np.ndarray:
+        with torch.no_grad():
+            return self.scores(features).argmax(-1).numpy()
+
+
+def fit_window_softmax(
+    features: WindowFeatures, labels: torch.Tensor, l2: float, max_iter: int, start: WindowModel | None = None
+) -> WindowModel:
+    """Per-character multinomial logistic regression: mean cross-entropy over characters +
+    (l2/2)|table|^2 (the bias is not penalised), by full-batch L-BFGS (text_baselines.minimize_lbfgs)
+    from zeros or from `start`: deterministic."""
+    if start is None:
+        start = WindowModel(torch.zeros(features.shape[1], len(BIO_TAGS)), torch.zeros(len(BIO_TAGS)))
+    model = WindowModel(start.table.clone().requires_grad_(True), start.bias.clone().requires_grad_(True))
+
+    def closure():
+        model.table.grad = model.bias.grad = None
+        loss = F.cross_entropy(model.scores(features), labels) + 0.5 * l2 * model.table.pow(2).sum()
+        loss.backward()
+        return loss.detach()
+
+    minimize_lbfgs([model.table, model.bias], closure, max_iter)
+    return WindowModel(model.table.detach(), model.bias.detach())
 
 
 @dataclass
@@ -180,22 +224,23 @@ class WindowVocabulary:
             known = found < len(kept)
             known[known] = kept[found[known]] == keys[known, k]
             ids[:, k] = self.offsets[k] + np.where(known, found, len(kept))
-        return WindowFeatures(ids, (len(keys), self.size))
+        return WindowFeatures(torch.from_numpy(ids), (len(keys), self.size))
 
 
 # ---------------------------------------------------------------------------------------------------
 # Tags and their score
 
 
-def tag_ids(examples: Sequence[NerExample]) -> np.ndarray:
+def tag_ids(examples: Sequence[NerExample]) -> torch.Tensor:
     """(N,) the BIO_TAGS index of every character of the examples, in order."""
     index = {tag: i for i, tag in enumerate(BIO_TAGS)}
-    return np.array([index[t] for e in examples for t in e.tags], dtype=np.int64)
+    return torch.tensor([index[t] for e in examples for t in e.tags], dtype=torch.int64)
 
 
-def split_tags(ids: np.ndarray, examples: Sequence[NerExample]) -> list[list[str]]:
+def split_tags(ids: np.ndarray | torch.Tensor, examples: Sequence[NerExample]) -> list[list[str]]:
     """(N,) tag ids of all characters -> BIO tags per example."""
     bounds = np.cumsum([0, *(len(e.chars) for e in examples)])
+    ids = np.asarray(ids).tolist()
     return [[BIO_TAGS[i] for i in ids[a:b]] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
@@ -244,15 +289,13 @@ def ner_baselines(
         f"training characters ({featurize_seconds:.1f}s)"
     )
 
-    def predict(model: LinearClassifier, split: str) -> list[list[str]]:
+    def predict(model: WindowModel, split: str) -> list[list[str]]:
         return split_tags(model.predict(features[split]), examples[split])
 
     started = time.time()
     best, model, dev_f1 = choose_l2(
         cfg.ner_linear_l2,
-        lambda l2, start: fit_logistic_regression(
-            features["train"], labels, len(BIO_TAGS), l2, cfg.ner_linear_max_iter, start
-        ),
+        lambda l2, start: fit_window_softmax(features["train"], labels, l2, cfg.ner_linear_max_iter, start),
         lambda model: predict(model, "dev"),
         examples["dev"],
     )

@@ -9,10 +9,12 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from model.ner_baselines import (
     TEMPLATES,
     NerBaselineConfig,
+    WindowSum,
     WindowVocabulary,
     char_class,
     ner_baselines,
@@ -72,20 +74,20 @@ def test_features_come_from_train_and_unseen_values_share_the_rare_column():
     assert [char_class(c) for c in "1１aＡ，。中"] == [1, 1, 2, 2, 3, 3, 4]
 
 
-def test_window_products_equal_the_dense_matrix():
+def test_window_sums_and_their_gradient_equal_the_dense_matrix_products():
     task = _task(sizes=(20, 0, 0))
     vocabulary = WindowVocabulary.fit(task["train"], min_count=1)
     features = vocabulary.features(task["train"])
-    dense = np.zeros(features.shape)
+    dense = torch.zeros(features.shape, dtype=torch.float64)
     for row, ids in enumerate(features.ids):
         dense[row, ids] += 1
-    rng = np.random.default_rng(0)
-    weight = rng.normal(size=(7, features.shape[1]))
-    per_row = rng.normal(size=(features.shape[0], 7))
-    np.testing.assert_allclose(features.times(weight), dense @ weight.T, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(
-        features.transposed_times(per_row), (dense.T @ per_row).T, rtol=1e-5, atol=1e-5
-    )
+    torch.manual_seed(0)
+    table = torch.randn(features.shape[1], 7, requires_grad=True)
+    upstream = torch.randn(features.shape[0], 7)
+    scores = WindowSum.apply(table, features)
+    torch.testing.assert_close(scores.double(), dense @ table.detach().double(), atol=1e-5, rtol=1e-5)
+    scores.backward(upstream)
+    torch.testing.assert_close(table.grad.double(), dense.T @ upstream.double(), atol=1e-5, rtol=1e-5)
 
 
 def test_tag_ids_round_trip_per_example():
