@@ -60,6 +60,15 @@ class NerBaselineConfig:
         parse=float_list,
     )
     ner_linear_max_iter: int = opt(40, "NER per-character logistic regression: L-BFGS iterations per fit")
+    ner_crf: bool = opt(
+        True, "NER baselines: also the linear-chain CRF (--no-ner-crf: the per-character model only)"
+    )
+    ner_crf_l2: tuple[float, ...] = opt(
+        (1e-7, 1e-8),
+        "NER linear-chain CRF: L2 strengths, chosen on dev (comma-separated)",
+        parse=float_list,
+    )
+    ner_crf_max_iter: int = opt(20, "NER linear-chain CRF: L-BFGS iterations per fit (from the linear model)")
 
 
 @dataclass
@@ -276,8 +285,8 @@ def choose_l2(
 def ner_baselines(
     examples: dict[str, list[NerExample]], cfg: NerBaselineConfig | None = None, log=print
 ) -> list[NerBaselineResult]:
-    """The per-character logistic regression fitted on examples["train"], its l2 chosen on
-    examples["dev"] by entity F1, and its tags on every split."""
+    """The per-character logistic regression and (cfg.ner_crf) the linear-chain CRF, fitted on
+    examples["train"], each l2 chosen on examples["dev"] by entity F1, and their tags on every split."""
     cfg = cfg or NerBaselineConfig()
     started = time.time()
     vocabulary = WindowVocabulary.fit(examples["train"], cfg.ner_min_count)
@@ -308,4 +317,46 @@ def ner_baselines(
         [{"l2": l2} for l2 in cfg.ner_linear_l2],
     )
     log(f"ner baselines: char_ngram_linear l2={linear.chosen['l2']:g} dev entity F1 {max(dev_f1):.4f}")
-    return [linear]
+    if not cfg.ner_crf:
+        return [linear]
+    crf = _crf_baseline(examples, features, labels, model, cfg)
+    crf.seconds = round(crf.seconds + featurize_seconds, 2)
+    log(f"ner baselines: char_ngram_crf l2={crf.chosen['l2']:g} dev entity F1 {max(crf.dev_f1):.4f}")
+    return [linear, crf]
+
+
+def _crf_baseline(
+    examples, features, labels, linear: WindowModel, cfg: NerBaselineConfig
+) -> NerBaselineResult:
+    """The CRF, its first fit started from the chosen per-character model (transitions at 0)."""
+    from model.ner_crf import Chains, CrfModel, fit_crf, predict_crf  # ner_crf builds on this module
+
+    started = time.time()
+    chains = {
+        split: Chains.of([len(e.chars) for e in split_examples]) for split, split_examples in examples.items()
+    }
+
+    def predict(model, split: str) -> list[list[str]]:
+        return split_tags(predict_crf(model, features[split], chains[split]), examples[split])
+
+    best, model, dev_f1 = choose_l2(
+        cfg.ner_crf_l2,
+        lambda l2, start: fit_crf(
+            features["train"],
+            chains["train"],
+            labels,
+            l2,
+            cfg.ner_crf_max_iter,
+            start or CrfModel.from_linear(linear),
+        ),
+        lambda model: predict(model, "dev"),
+        examples["dev"],
+    )
+    return NerBaselineResult(
+        "char_ngram_crf",
+        {split: predict(model, split) for split in examples},
+        {"l2": cfg.ner_crf_l2[best]},
+        time.time() - started,
+        dev_f1,
+        [{"l2": l2} for l2 in cfg.ner_crf_l2],
+    )

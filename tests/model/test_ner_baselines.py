@@ -5,6 +5,7 @@ deterministic."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -29,13 +30,15 @@ CUES = {"去": "LOC", "叫": "PER", "加入": "ORG"}  # the word before an entit
 
 
 def _example(rng: random.Random, number: int) -> NerExample:
-    """12 filler characters with one or two entities of 2 characters, each right after its cue."""
+    """12 filler characters with one or two entities of 2 characters, each right after its cue, at a
+    random place."""
     chars = [rng.choice(FILLER) for _ in range(12)]
     tags = ["O"] * 12
-    for start in rng.sample([0, 6], rng.choice([1, 2])):
+    for slot in rng.sample([0, 6], rng.choice([1, 2])):  # anywhere in its half of the example
         cue, kind = rng.choice(sorted(CUES.items()))
         name = [rng.choice(NAME_CHARS) for _ in range(2)]
         span = list(cue) + name
+        start = slot + rng.randrange(6 - len(span) + 1)
         chars[start : start + len(span)] = span
         tags[start : start + len(span)] = ["O"] * len(cue) + [f"B-{kind}", f"I-{kind}"]
     return NerExample(f"synthetic/{number}", chars, tags)
@@ -54,7 +57,13 @@ def _f1(examples: list[NerExample], predicted: list[list[str]]) -> float:
     return 2 * len(gold & found) / (len(gold) + len(found))
 
 
-CONFIG = NerBaselineConfig(ner_min_count=1, ner_linear_l2=(1e-2, 1e-4), ner_linear_max_iter=100)
+CONFIG = NerBaselineConfig(
+    ner_min_count=1,
+    ner_linear_l2=(1e-2, 1e-4),
+    ner_linear_max_iter=100,
+    ner_crf_l2=(1e-3, 1e-4),
+    ner_crf_max_iter=50,
+)
 
 
 def test_features_come_from_train_and_unseen_values_share_the_rare_column():
@@ -95,20 +104,26 @@ def test_tag_ids_round_trip_per_example():
     assert split_tags(tag_ids(task["train"]), task["train"]) == [e.tags for e in task["train"]]
 
 
-def test_linear_baseline_learns_entities_from_their_context():
+def test_baselines_learn_entities_from_their_context():
     task = _task()
     logs = []
-    (result,) = ner_baselines(task, CONFIG, log=logs.append)
-    assert result.name == "char_ngram_linear"
-    assert set(result.predictions) == {"train", "dev", "test"}
-    for split, examples in task.items():
-        assert [len(tags) for tags in result.predictions[split]] == [len(e.chars) for e in examples]
-    assert len(result.dev_f1) == 2 and result.chosen["l2"] in CONFIG.ner_linear_l2
-    assert max(result.dev_f1) > 0.95
-    assert _f1(task["test"], result.predictions["test"]) > 0.95
-    summary = result.summary()
-    assert [g["l2"] for g in summary["grid"]] == list(CONFIG.ner_linear_l2)
-    assert summary["chosen"] == result.chosen and logs
+    results = ner_baselines(task, CONFIG, log=logs.append)
+    assert [r.name for r in results] == ["char_ngram_linear", "char_ngram_crf"]
+    for result, grid in zip(results, (CONFIG.ner_linear_l2, CONFIG.ner_crf_l2)):
+        assert set(result.predictions) == {"train", "dev", "test"}
+        for split, examples in task.items():
+            assert [len(tags) for tags in result.predictions[split]] == [len(e.chars) for e in examples]
+        assert len(result.dev_f1) == 2 and result.chosen["l2"] in grid
+        assert max(result.dev_f1) > 0.95
+        assert _f1(task["test"], result.predictions["test"]) > 0.95
+        summary = result.summary()
+        assert [g["l2"] for g in summary["grid"]] == list(grid)
+        assert summary["chosen"] == result.chosen and json.loads(json.dumps(summary)) == summary
+    assert len(logs) == 3
+    # the CRF learned the chain: no I- after O or after another type anywhere
+    for tags in results[1].predictions["test"]:
+        for previous, tag in zip(["O", *tags], tags):
+            assert not tag.startswith("I-") or previous[2:] == tag[2:], tags
 
 
 def test_shuffled_tags_teach_nothing():
@@ -119,14 +134,15 @@ def test_shuffled_tags_teach_nothing():
     shuffled = [e.tags for e in task["train"]]
     rng.shuffle(shuffled)
     task["train"] = [NerExample(e.id, e.chars, tags) for e, tags in zip(task["train"], shuffled)]
-    (result,) = ner_baselines(task, CONFIG, log=lambda _: None)
-    assert _f1(task["test"], result.predictions["test"]) < 0.3
+    for result in ner_baselines(task, CONFIG, log=lambda _: None):
+        assert _f1(task["test"], result.predictions["test"]) < 0.3, result.name
 
 
-def test_linear_baseline_is_deterministic():
+def test_baselines_are_deterministic():
     task = _task(sizes=(100, 30, 30))
-    first, second = (ner_baselines(task, CONFIG, log=lambda _: None)[0] for _ in range(2))
-    assert first.predictions == second.predictions and first.dev_f1 == second.dev_f1
+    first, second = (ner_baselines(task, CONFIG, log=lambda _: None) for _ in range(2))
+    for one, other in zip(first, second):
+        assert one.predictions == other.predictions and one.dev_f1 == other.dev_f1
 
 
 @pytest.mark.parametrize("text", ["1e-6,1e-7", "1e-5"])
