@@ -69,17 +69,24 @@ class CrfModel:
         return [self.emission.table, self.emission.bias, self.transitions, self.start, self.end]
 
 
+def by_step(emissions: torch.Tensor, chains: Chains) -> list[torch.Tensor]:
+    """emissions (N, tags) -> per step t, the rows of chains.steps[t]. One gather for all steps: its
+    backward writes one (N, tags) gradient, where a gather per step wrote one per step (on the training
+    split the forward algorithm's backward measured 1.1 s against 27 s)."""
+    return list(emissions[torch.cat(chains.steps)].split([len(step) for step in chains.steps]))
+
+
 def log_partition(emissions: torch.Tensor, chains: Chains, model: CrfModel) -> torch.Tensor:
     """The sum over paragraphs of log Z, by the forward algorithm. emissions (N, tags)."""
+    steps = by_step(emissions, chains)
     total = emissions.new_zeros(())
-    alpha = model.start + emissions[chains.steps[0]]  # (n_0, tags): log-sum of the paths to each tag
+    alpha = model.start + steps[0]  # (n_0, tags): log-sum of the paths to each tag
     for t in range(1, len(chains.steps) + 1):
         running = len(chains.steps[t]) if t < len(chains.steps) else 0
         if running < alpha.shape[0]:  # paragraphs that ended at t - 1
             total = total + torch.logsumexp(alpha[running:] + model.end, dim=1).sum()
         if running:
-            alpha = torch.logsumexp(alpha[:running, :, None] + model.transitions, dim=1)
-            alpha = alpha + emissions[chains.steps[t]]
+            alpha = torch.logsumexp(alpha[:running, :, None] + model.transitions, dim=1) + steps[t]
     return total
 
 
@@ -98,7 +105,8 @@ def gold_score(
 @torch.no_grad()
 def viterbi(emissions: torch.Tensor, chains: Chains, model: CrfModel) -> torch.Tensor:
     """(N,) the tag ids of the best-scoring path of every paragraph."""
-    best = model.start + emissions[chains.steps[0]]  # (n_0, tags): the best path's score to each tag
+    steps = by_step(emissions, chains)
+    best = model.start + steps[0]  # (n_0, tags): the best path's score to each tag
     pointers = []  # pointers[t - 1][i, tag]: the previous tag of the best path to `tag` at step t
     final = torch.zeros(len(chains.first), dtype=torch.int64)  # in length order
     for t in range(1, len(chains.steps) + 1):
@@ -108,7 +116,7 @@ def viterbi(emissions: torch.Tensor, chains: Chains, model: CrfModel) -> torch.T
         if running:
             scores, previous = (best[:running, :, None] + model.transitions).max(dim=1)
             pointers.append(previous)
-            best = scores + emissions[chains.steps[t]]
+            best = scores + steps[t]
     tags = torch.zeros(emissions.shape[0], dtype=torch.int64)
     current = final.clone()
     for t in range(len(chains.steps) - 1, -1, -1):  # back from the end: the paragraphs running at t
