@@ -17,7 +17,7 @@ from core.errors import UserError  # noqa: E402
 from core.tokenizer import Tokenizer  # noqa: E402
 from model.albert import AlbertModel  # noqa: E402
 from model.classifiers import AlbertForSequenceClassification, AlbertForTokenClassification  # noqa: E402
-from model.convert import export_hf, load_pretrained, read_checkpoint, save_pretrained  # noqa: E402
+from model.convert import CheckpointError, export_hf, load_pretrained, read_checkpoint, save_pretrained  # noqa: E402
 from model.ner_data import BIO_TAGS  # noqa: E402
 from tests.cli import albert  # noqa: E402
 from tests.model.tiny import tiny_config  # noqa: E402
@@ -131,3 +131,15 @@ def test_tf_export_of_a_classifier_and_hf_export_of_a_bare_backbone_are_refused(
     ):
         export_hf(tmp_path / "backbone", tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
+
+
+def test_a_foreign_config_with_label_names_that_are_not_the_ids_is_refused(tmp_path):
+    save_pretrained(
+        _classifier(AlbertForTokenClassification, 2, 64, "all"), tmp_path / "ckpt", labels=["O", "X"]
+    )
+    os.remove(tmp_path / "ckpt" / "checksums.json")  # a foreign folder: parsed strictly instead
+    config = json.load(open(tmp_path / "ckpt" / "config.json"))
+    config["id2label"] = {"0": "O", "5": "X"}
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="id2label must map the label ids 0..n-1"):
+        read_checkpoint(tmp_path / "ckpt")
