@@ -78,8 +78,10 @@ def by_step(emissions: torch.Tensor, chains: Chains) -> list[torch.Tensor]:
 
 def log_partition(emissions: torch.Tensor, chains: Chains, model: CrfModel) -> torch.Tensor:
     """The sum over paragraphs of log Z, by the forward algorithm. emissions (N, tags)."""
-    steps = by_step(emissions, chains)
     total = emissions.new_zeros(())
+    if not chains.steps:  # no characters
+        return total
+    steps = by_step(emissions, chains)
     alpha = model.start + steps[0]  # (n_0, tags): log-sum of the paths to each tag
     for t in range(1, len(chains.steps) + 1):
         running = len(chains.steps[t]) if t < len(chains.steps) else 0
@@ -105,6 +107,9 @@ def gold_score(
 @torch.no_grad()
 def viterbi(emissions: torch.Tensor, chains: Chains, model: CrfModel) -> torch.Tensor:
     """(N,) the tag ids of the best-scoring path of every paragraph."""
+    tags = torch.zeros(emissions.shape[0], dtype=torch.int64)
+    if not chains.steps:  # no characters
+        return tags
     steps = by_step(emissions, chains)
     best = model.start + steps[0]  # (n_0, tags): the best path's score to each tag
     pointers = []  # pointers[t - 1][i, tag]: the previous tag of the best path to `tag` at step t
@@ -117,7 +122,6 @@ def viterbi(emissions: torch.Tensor, chains: Chains, model: CrfModel) -> torch.T
             scores, previous = (best[:running, :, None] + model.transitions).max(dim=1)
             pointers.append(previous)
             best = scores + steps[t]
-    tags = torch.zeros(emissions.shape[0], dtype=torch.int64)
     current = final.clone()
     for t in range(len(chains.steps) - 1, -1, -1):  # back from the end: the paragraphs running at t
         running = len(chains.steps[t])

@@ -155,3 +155,10 @@ def test_config_grid_parses_from_the_command_line(text):
     add_arguments(parser, NerBaselineConfig)
     cfg = from_args(NerBaselineConfig, parser.parse_args(["--ner-linear-l2", text]))
     assert cfg.ner_linear_l2 == tuple(float(x) for x in text.split(","))
+
+
+def test_an_empty_split_and_an_empty_example_get_empty_tags():
+    task = _task(sizes=(50, 10, 0))
+    task["dev"].append(NerExample("empty", [], []))
+    for result in ner_baselines(task, CONFIG, log=lambda _: None):
+        assert result.predictions["test"] == [] and result.predictions["dev"][-1] == []
