@@ -53,7 +53,9 @@ CHAR_CLASSES = ("padding", "digit", "latin", "punctuation", "other")
 
 @dataclass
 class NerBaselineConfig:
-    """The NER baselines' options (a section of `albert finetune --task peoples-daily-ner`'s)."""
+    """The NER baselines' options (a section of `albert finetune --task peoples-daily-ner`'s). On the
+    full task the defaults measured 96 s for the linear model and 125 s more for the CRF, on a busy
+    2-core machine (docs/ner.md): the cost is linear in the training characters and the iterations."""
 
     ner_min_count: int = opt(2, "NER baselines: keep the window features seen this often in train")
     ner_linear_l2: tuple[float, ...] = opt(
