@@ -16,13 +16,16 @@ Tied or shared tensors (the MLM decoder = word embeddings, partially shared laye
 under the first name `named_parameters` gives them; loading re-ties them, since the model object does.
 Only safetensors are read: no pickle is ever unpickled.
 
-`export_hf` writes a folder that `transformers.AlbertForPreTraining.from_pretrained` loads with no
-missing or unexpected keys. transformers itself is not needed for that (nor imported here).
+`export_hf` writes a folder that transformers loads with no missing or unexpected keys: as
+`AlbertForPreTraining` for a pretraining checkpoint, as `AlbertForSequenceClassification` or
+`AlbertForTokenClassification` (with num_labels, id2label and label2id) for a fine-tuned one
+(EXPORTED_CLASSES). transformers itself is not needed for that (nor imported here).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -86,8 +89,9 @@ def canonical_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k not in aliases}
 
 
-def to_hf_state_dict(model: AlbertForPreTraining) -> tuple[dict[str, torch.Tensor], AlbertConfig]:
-    """State dict and config that transformers' AlbertForPreTraining loads as is.
+def to_hf_state_dict(model: AlbertPreTrainedModel) -> tuple[dict[str, torch.Tensor], AlbertConfig]:
+    """State dict and config that transformers' class of the same name (AlbertForPreTraining, or a
+    fine-tuning head) loads as is.
 
     sharing "all" and "none" are already transformers layouts. For "attention" and "ffn" the shared
     sub-module is written once per layer group (copies), with num_hidden_groups = num_hidden_layers:
@@ -106,6 +110,10 @@ def to_hf_state_dict(model: AlbertForPreTraining) -> tuple[dict[str, torch.Tenso
     return state, config
 
 
+# What `albert export --format hf` writes: the class config.json records (AlbertForPreTraining when none).
+EXPORTED_CLASSES = (AlbertForPreTraining, AlbertForSequenceClassification, AlbertForTokenClassification)
+
+
 def _model_class(name: str) -> type[AlbertPreTrainedModel]:
     classes = {
         c.__name__: c
@@ -122,10 +130,6 @@ def _model_class(name: str) -> type[AlbertPreTrainedModel]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Output folders
-
-
-# ---------------------------------------------------------------------------------------------------
 # Checkpoint folder
 
 
@@ -136,20 +140,42 @@ def _spm_bytes(spm_model_path: str | Path) -> bytes:
     return storage.read_bytes(src)
 
 
+def head_config(model: AlbertPreTrainedModel, labels: Sequence[str] | None = None) -> dict:
+    """config.json's keys for the model's class: "architectures", and for a fine-tuning head its
+    "num_labels" and, given the label names (label id i = labels[i]), "id2label" and "label2id" as
+    transformers writes them (JSON keys are strings)."""
+    out: dict = {"architectures": [type(model).__name__]}
+    if not hasattr(model, "num_labels"):
+        if labels is not None:
+            raise ValueError(f"labels go with a fine-tuning head, not a {type(model).__name__}")
+        return out
+    out["num_labels"] = model.num_labels
+    if labels is not None:
+        labels = [str(label) for label in labels]
+        if len(labels) != model.num_labels or len(set(labels)) != len(labels):
+            raise ValueError(f"expected {model.num_labels} distinct label names, got {labels}")
+        out["id2label"] = {str(i): label for i, label in enumerate(labels)}
+        out["label2id"] = {label: i for i, label in enumerate(labels)}
+    return out
+
+
 def save_pretrained(
-    model: AlbertPreTrainedModel, out_dir: str | Path, spm_model_path: str | Path | None = None
+    model: AlbertPreTrainedModel,
+    out_dir: str | Path,
+    spm_model_path: str | Path | None = None,
+    labels: Sequence[str] | None = None,
 ) -> str:
     """Write config.json, model.safetensors, (optionally) spm.model and checksums.json into out_dir (a
     folder or URL). Each file appears whole (model.checksums.write_files), checksums.json last; the
-    weights go straight to their file (safetensors save_file), never through one bytes object."""
+    weights go straight to their file (safetensors save_file), never through one bytes object.
+    A fine-tuned classifier (model.classifiers) records its class, num_labels and, given `labels`
+    (the name of each label id, e.g. model.ner_data.BIO_TAGS), id2label and label2id: `albert export
+    --format hf` of the folder then writes a transformers classifier with the same labels."""
     from safetensors.torch import save_file
 
     out = str(out_dir)
     spm = _spm_bytes(spm_model_path) if spm_model_path is not None else None  # before writing anything
-    config = model.config.to_hf_dict()
-    config["architectures"] = [type(model).__name__]
-    if hasattr(model, "num_labels"):  # fine-tuning heads: their width, for load_pretrained
-        config["num_labels"] = model.num_labels
+    config = {**model.config.to_hf_dict(), **head_config(model, labels)}
     files = {
         WEIGHTS_NAME: partial(save_file, canonical_state_dict(model), metadata={"format": "pt"}),
         CONFIG_NAME: (json.dumps(config, indent=2, sort_keys=True) + "\n").encode(),
@@ -179,6 +205,11 @@ def _parse_config(folder: str, data: bytes) -> tuple[AlbertConfig, dict]:
     labels = raw.get("num_labels", 1)
     if not isinstance(labels, int) or isinstance(labels, bool) or labels < 1:
         raise CheckpointError(f"{path}: num_labels must be a positive integer, got {labels!r}")
+    names = raw.get("id2label")
+    if names is not None and (
+        not isinstance(names, dict) or sorted(names) != sorted(str(i) for i in range(len(names)))
+    ):
+        raise CheckpointError(f"{path}: id2label must map the label ids 0..n-1 to names, got {names!r}")
     try:
         return AlbertConfig.from_hf_dict(raw), raw
     except (ValueError, TypeError) as err:  # ConfigError (a ValueError), a field of the wrong kind
@@ -266,6 +297,18 @@ def load_pretrained(
     backbone of a pretraining checkpoint and keeps its new head at init.
     """
     config, state, raw = read_checkpoint(ckpt_dir)
+    return build_model(config, state, raw, model_class, str(ckpt_dir), **model_kwargs).to(map_location)
+
+
+def build_model(
+    config: AlbertConfig,
+    state: dict[str, torch.Tensor],
+    raw: dict,
+    model_class: type[AlbertPreTrainedModel] | str | None = None,
+    source: str = "checkpoint",
+    **model_kwargs,
+) -> AlbertPreTrainedModel:
+    """load_pretrained's model from what read_checkpoint returned (on CPU)."""
     if model_class is None:
         model_class = (raw.get("architectures") or ["AlbertForPreTraining"])[0]
     if isinstance(model_class, str):
@@ -274,8 +317,23 @@ def load_pretrained(
     if "num_labels" in raw and "num_labels" not in model_kwargs and model_class.__name__ == recorded:
         model_kwargs["num_labels"] = raw["num_labels"]
     model = model_class(config, **model_kwargs)
-    load_state(model, state, source=str(ckpt_dir))
-    return model.to(map_location)
+    load_state(model, state, source=source)
+    return model
+
+
+def exported_model(ckpt_dir: str) -> tuple[AlbertPreTrainedModel, dict]:
+    """(model, its config.json keys of head_config) of a checkpoint to export: the class it records
+    when that is one of EXPORTED_CLASSES (a UserError for another), AlbertForPreTraining when none."""
+    config, state, raw = read_checkpoint(ckpt_dir)
+    recorded = (raw.get("architectures") or ["AlbertForPreTraining"])[0]
+    if recorded not in {c.__name__ for c in EXPORTED_CLASSES}:
+        names = ", ".join(c.__name__ for c in EXPORTED_CLASSES)
+        raise UserError(f"{ckpt_dir} holds an {recorded}: export takes a checkpoint of {names}")
+    model = build_model(config, state, raw, recorded, ckpt_dir)
+    head = {
+        k: raw[k] for k in ("num_labels", "id2label", "label2id") if k in raw and hasattr(model, "num_labels")
+    }
+    return model, {"architectures": [recorded], **head}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -300,8 +358,8 @@ def parse_spm(path: str, proto: bytes):
 def export_hf(
     ckpt_dir: str | Path, out_dir: str | Path, force: bool = False, eval_reports: list[str] | None = None
 ) -> str:
-    """Checkpoint folder -> a transformers folder: AlbertForPreTraining weights and config, the
-    tokenizer files (model.hf_tokenizer) when the checkpoint has spm.model, a model card (README.md,
+    """Checkpoint folder -> a transformers folder: the weights and config of its class (EXPORTED_CLASSES:
+    AlbertForPreTraining, or a fine-tuned classifier with its labels), the tokenizer files (model.hf_tokenizer) when the checkpoint has spm.model, a model card (README.md,
     model.model_card, with the metrics of `eval_reports`) and checksums.json. Either folder may be a
     local path or a URL. Everything is read, verified and converted before `out_dir` is claimed
     (core.outdir: new, empty, an earlier export, or --force) and written, so a bad checkpoint or
@@ -331,9 +389,9 @@ def export_hf(
     # Before any work, links resolved: --out never leads into the checkpoint or a report (also at claim).
     read = [("the checkpoint folder", ckpt), *(("the input --eval", path) for path in eval_reports or [])]
     check_apart(out, read)
-    model = load_pretrained(ckpt, AlbertForPreTraining)
+    model, head = exported_model(ckpt)
     state, config = to_hf_state_dict(model)
-    hf_config = config.to_hf_dict()
+    hf_config = {**config.to_hf_dict(), **head}
     hf_config.pop("sharing", None)
     files = {
         WEIGHTS_NAME: partial(save_file, state, metadata={"format": "pt"}),
@@ -364,7 +422,11 @@ __all__ = [
     "canonical_state_dict",
     "checksums_json",
     "digest",
+    "EXPORTED_CLASSES",
+    "build_model",
     "export_hf",
+    "exported_model",
+    "head_config",
     "load_pretrained",
     "load_state",
     "parse_spm",

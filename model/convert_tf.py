@@ -41,7 +41,7 @@ from model.checksums import CHECKSUMS_NAME, checksums_json, read_checksums, veri
 from model.config import AlbertConfig
 from model.convert import (
     SPM_NAME,
-    load_pretrained,
+    exported_model,
     load_state,
     parse_spm,
     save_pretrained,
@@ -284,7 +284,11 @@ def export_tf(ckpt_dir: str | Path, out_dir: str | Path, force: bool = False) ->
     ckpt, out = str(ckpt_dir), str(out_dir)
     read = [("the checkpoint folder", ckpt)]
     check_apart(out, read)  # links resolved, before any work (and again at claim)
-    model = load_pretrained(ckpt, AlbertForPreTraining)
+    model, _ = exported_model(ckpt)
+    if not isinstance(model, AlbertForPreTraining):  # the original layout holds the pretraining heads only
+        raise UserError(
+            f"--format tf takes a pretraining checkpoint; {ckpt} holds an {type(model).__name__} (use --format hf)"
+        )
     state, config = to_hf_state_dict(model)  # partial sharing written per group: a valid TF layout
     google_config = config.to_google_dict()
     spm_path = storage.join(ckpt, SPM_NAME)

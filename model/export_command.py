@@ -2,6 +2,9 @@
 
     albert export --checkpoint DIR --format hf|tf --out DIR [--force] [--eval REPORT.json ...]
 
+A fine-tuned classifier's checkpoint (model.convert.save_pretrained with its labels) exports to hf
+as that transformers class with num_labels, id2label and label2id; --format tf refuses it.
+
 It reads and verifies the checkpoint completely before it touches --out, which must be new, empty or
 an earlier export (core.outdir; --force takes another folder over). An export never writes into,
 inside or around the checkpoint it reads.
@@ -22,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         required=True,
         choices=("hf", "tf"),
-        help="hf: a transformers AlbertForPreTraining folder; tf: an original-layout TF checkpoint",
+        help="hf: a transformers folder of the checkpoint's class (AlbertForPreTraining, or a fine-tuned "
+        "AlbertForSequenceClassification / AlbertForTokenClassification with its labels); tf: an "
+        "original-layout TF checkpoint (pretraining checkpoints only)",
     )
     parser.add_argument("--out", required=True, help="output folder (new, empty or an earlier export)")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out folder")

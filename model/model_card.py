@@ -122,6 +122,44 @@ def finetune_table(report: dict) -> list[str]:
     return lines
 
 
+# A fine-tuned classifier's card: (pipeline tag, transformers Auto class, what its head reads).
+CLASSIFIER_HEADS = {
+    "AlbertForSequenceClassification": (
+        "text-classification",
+        "AutoModelForSequenceClassification",
+        "a linear classifier over the pooled [CLS] output: one label per text (or text pair)",
+    ),
+    "AlbertForTokenClassification": (
+        "token-classification",
+        "AutoModelForTokenClassification",
+        "a linear classifier over every token: one label per piece",
+    ),
+}
+
+
+def _classifier_lines(hf_config: dict, out_dir: str) -> tuple[str, list[str]]:
+    """(pipeline tag, the Use and Task head sections) of a fine-tuned classifier's card."""
+    architecture = hf_config["architectures"][0]
+    tag, auto_class, reads = CLASSIFIER_HEADS[architecture]
+    names = hf_config.get("id2label") or {}
+    labels = ", ".join(f"{i} `{names[i]}`" for i in sorted(names, key=int)) or "not named"
+    return tag, [
+        "## Use",
+        "",
+        "```python",
+        f"from transformers import {auto_class}, AutoTokenizer",
+        "",
+        f'tokenizer = AutoTokenizer.from_pretrained("{out_dir}")',
+        f'model = {auto_class}.from_pretrained("{out_dir}")',
+        "```",
+        "",
+        "## Task head",
+        "",
+        f"`{architecture}`, fine-tuned: {reads}. {hf_config.get('num_labels')} labels: {labels}.",
+        "",
+    ]
+
+
 def model_card(
     ckpt_dir: str,
     hf_config: dict,
@@ -134,18 +172,22 @@ def model_card(
     trainer = _read_json(ckpt_dir, "trainer.json")
     lineage = _read_json(ckpt_dir, "lineage.json")
     metrics = _read_json(ckpt_dir, "metrics.json")
+    classifier = (hf_config.get("architectures") or [""])[0] in CLASSIFIER_HEADS
+    tag, use = _classifier_lines(hf_config, out_dir) if classifier else ("fill-mask", [])
     lines = [
         "---",
         "library_name: transformers",
-        "pipeline_tag: fill-mask",
+        f"pipeline_tag: {tag}",
         "language: zh",
-        "tags: [albert, fill-mask, pretraining]",
+        f"tags: [albert, {tag}, {'fine-tuned' if classifier else 'pretraining'}]",
         "---",
         "",
         "# ALBERT (albert-factory export)",
         "",
         f"Exported from `{ckpt_dir}` by `albert export --format hf`.",
         "",
+    ]
+    lines += use or [
         "## Use",
         "",
         "```python",
@@ -161,6 +203,8 @@ def model_card(
         "`AlbertForSequenceClassification.from_pretrained` starts a classifier from this backbone "
         "(its head is new and must be fine-tuned).",
         "",
+    ]
+    lines += [
         "## Model",
         "",
         "| | |",
