@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core import storage
 from core.errors import UserError
+from model.finetune_data import Encoder
 from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores, entity_spans
 
 LABEL_OF_TAG = {tag: i for i, tag in enumerate(BIO_TAGS)}
@@ -81,16 +81,11 @@ class NerEncoder:
     """NerExamples -> TokenItems with the checkpoint's spm.model (module docstring)."""
 
     def __init__(self, spm_path: str, max_seq_length: int):
-        from core.tokenizer import Tokenizer
-
-        if not storage.isfile(spm_path):
-            raise UserError(
-                f"{spm_path} not found: fine-tuning tokenizes with the checkpoint's spm.model; copy the "
-                f"vocabulary it was trained with there"
-            )
         if max_seq_length < 3:
             raise UserError(f"--max-seq-length {max_seq_length}: NER needs at least 3 ([CLS] a piece [SEP])")
-        self.tok = Tokenizer.load(spm_path)
+        self.tok = Encoder(
+            spm_path, max_seq_length
+        ).tok  # the checkpoint's spm.model, checked as classification does
         self.max_seq_length = max_seq_length
 
     def pieces(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
