@@ -119,6 +119,22 @@ def dev_accuracy(dev, num_labels: int, batch_size: int, device) -> DevScore:
     )
 
 
+def grouped_by_length(lengths: np.ndarray, batch_size: int, pool: int = 50) -> Callable:
+    """An epoch order (for train_classifier's `epoch_order`) whose batches hold items of similar
+    length, so that padding costs little: a random permutation, sorted by length within pools of
+    `pool` batches, then its batches shuffled. Seeded by the loop's generator like the default."""
+    lengths = np.asarray(lengths)
+
+    def epoch_order(rng: np.random.Generator) -> np.ndarray:
+        order = rng.permutation(len(lengths))
+        pools = np.split(order, range(pool * batch_size, len(order), pool * batch_size))
+        order = np.concatenate([p[np.argsort(lengths[p], kind="stable")] for p in pools])
+        batches = np.split(order, range(batch_size, len(order), batch_size))
+        return np.concatenate([batches[i] for i in rng.permutation(len(batches))])
+
+    return epoch_order
+
+
 def new_classifier(model_class, config, num_labels: int, seed: int, state: dict | None, checkpoint: str):
     """A fresh `model_class` (model/classifiers.py): the same head init and dropout stream for every
     model (seeded); the pretrained backbone loaded when `state` is given (read from `checkpoint`)."""
@@ -142,10 +158,12 @@ def train_classifier(
     *,
     collate: Callable[[list], dict[str, torch.Tensor]] = collate,
     dev_score: DevScore | None = None,
+    epoch_order: Callable[[np.random.Generator], np.ndarray] | None = None,
 ) -> dict:
-    """Fine-tune `model` in place on `train` (batches made by `collate`); returns the best-dev history.
-    The dev score is `dev_score`, by default the accuracy on `dev` (classification items). The best
-    state is loaded at the end."""
+    """Fine-tune `model` in place on `train` (batches made by `collate`, in the order of each epoch
+    `epoch_order` gives, by default a random permutation); returns the best-dev history. The dev
+    score is `dev_score`, by default the accuracy on `dev` (classification items). The best state is
+    loaded at the end."""
     from model.optim import Schedule, build_optimizer
 
     model.to(device)
@@ -162,7 +180,7 @@ def train_classifier(
     order = np.array([], dtype=np.int64)
     while step < total and since_best < cfg.patience:
         if not len(order):
-            order = rng.permutation(len(train))
+            order = epoch_order(rng) if epoch_order else rng.permutation(len(train))
         idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
         batch = {k: v.to(device) for k, v in collate([train[i] for i in idx]).items()}
         model.train()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model.finetune_train import DevScore, FinetuneConfig, new_classifier, train_classifier
+from model.finetune_train import DevScore, FinetuneConfig, grouped_by_length, new_classifier, train_classifier
 from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores
 from model.ner_encoding import NerEncoder, TokenItem, collate_tokens, tags_from_units
 
@@ -81,9 +81,11 @@ def run_ner_model(
     model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, checkpoint)
     batch_size = 2 * cfg.batch_size
     dev_score = dev_entity_f1(items["dev"], examples["dev"], batch_size, device)
+    # Batches of windows of similar length: random ones pad to their longest (most to over 213 of L 256).
+    epoch_order = grouped_by_length([len(item.input_ids) for item in items["train"]], cfg.batch_size)
     history = train_classifier(
         model, items["train"], items["dev"], cfg, len(BIO_TAGS), device, log,
-        collate=collate_tokens, dev_score=dev_score,
+        collate=collate_tokens, dev_score=dev_score, epoch_order=epoch_order,
     )  # fmt: skip
     tags = {split: predict_tags(model, items[split], examples[split], batch_size, device) for split in items}
     scores = {split: entity_counts([e.tags for e in examples[split]], tags[split]) for split in items}

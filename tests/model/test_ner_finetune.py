@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.finetune_train import FinetuneConfig
+from model.finetune_train import FinetuneConfig, grouped_by_length
 from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores, task_examples
 from model.ner_encoding import IGNORED, NerEncoder, alignment_summary, collate_tokens, units_of
 from model.ner_finetune import predict_tags, run_ner_model, token_classifier
@@ -217,3 +217,18 @@ def test_token_batches_pad_labels_as_ignored(vocab_dir):
         BIO_TAGS.index("I-LOC"),
     ]
     assert batch["token_type_ids"].sum() == 0 and batch["labels"].dtype == torch.int64
+
+
+def test_batches_grouped_by_length_pad_less_and_cover_every_item():
+    lengths = np.random.default_rng(0).integers(3, 256, size=1000)
+    order = grouped_by_length(lengths, batch_size=32, pool=10)
+    first = order(np.random.default_rng(1))
+    assert sorted(first.tolist()) == list(range(1000))  # each item once an epoch
+    assert first.tolist() == order(np.random.default_rng(1)).tolist()  # seeded by the loop's generator
+    assert first.tolist() != order(np.random.default_rng(2)).tolist()
+
+    def padded(epoch):  # positions a batch of the epoch runs at, in all
+        return sum(lengths[epoch[i : i + 32]].max() * len(epoch[i : i + 32]) for i in range(0, 1000, 32))
+
+    shuffled = np.random.default_rng(1).permutation(1000)
+    assert padded(first) < 0.7 * padded(shuffled) and padded(first) >= lengths.sum()
