@@ -87,6 +87,32 @@ def test_real_examples_align_with_digits_latin_and_expanding_characters(vocab_di
     assert ceiling["entities_on_unit_boundaries"] == 0 and ceiling["ceiling"]["recall"] == 0.0
 
 
+@pytest.fixture(scope="module")
+def identity_vocab_dir(tmp_path_factory, sample_docs) -> str:
+    """A vocabulary of the older kind (`--normalization python`): identity model, Python rules."""
+    from pipelines.vocab import VocabConfig, train_vocab, write_vocab
+
+    sentences = [s for d in sample_docs for s in d["sentences"]]
+    proto, _ = train_vocab(
+        sentences, VocabConfig(vocab_size=3000, sample_sentences=100_000, normalization="python")
+    )
+    out = str(tmp_path_factory.mktemp("identity_vocab"))
+    write_vocab(out, proto)
+    return out
+
+
+def test_an_identity_vocabulary_aligns_through_the_python_rules(identity_vocab_dir):
+    encoder = NerEncoder(os.path.join(identity_vocab_dir, "spm.model"), max_seq_length=256)
+    assert not encoder.tok.normalizer.compiled
+    examples = [
+        bio("江泽民会见ＮＢＡ球星乔丹…１９９８年在北京", {"江泽民": "PER", "乔丹": "PER", "北京": "LOC"}),
+        *[e for e in real_examples()["test"] if len(e.chars) < 250][:100],
+    ]
+    items = encoder.encode(examples)
+    check_items(encoder, examples, items)
+    assert alignment_summary(items, examples, 256)["ceiling"]["recall"] > 0.99
+
+
 @pytest.mark.slow
 def test_every_example_of_the_task_aligns(vocab_dir):
     """All 20,909 examples: pieces identical to the tokenizer's, every character in one unit."""
