@@ -83,9 +83,8 @@ class NerEncoder:
     def __init__(self, spm_path: str, max_seq_length: int):
         if max_seq_length < 3:
             raise UserError(f"--max-seq-length {max_seq_length}: NER needs at least 3 ([CLS] a piece [SEP])")
-        self.tok = Encoder(
-            spm_path, max_seq_length
-        ).tok  # the checkpoint's spm.model, checked as classification does
+        # The checkpoint's spm.model, loaded and checked as classification loads it.
+        self.tok = Encoder(spm_path, max_seq_length).tok
         self.max_seq_length = max_seq_length
 
     def pieces(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
