@@ -3,14 +3,17 @@ metrics of a report.
 
 Training: AdamW (weight decay 0.01, not on LayerNorm/bias), linear warmup (10%) then linear decay,
 evaluation on dev every `eval_every` steps, early stopping after `patience` evaluations without a
-better dev accuracy; the best dev state is evaluated on test. Metrics: accuracy (95% Wilson interval),
-F1 of the positive class (label index 1) for two classes, macro F1.
+better dev score; the best dev state is evaluated on test. The loop serves every task kind: it takes
+the batch collate and the dev score (`DevScore`): dev accuracy for sentence classification (the
+default), dev entity F1 for NER (model/ner_finetune.py). Metrics of classification: accuracy (95%
+Wilson interval), F1 of the positive class (label index 1) for two classes, macro F1.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,7 +77,7 @@ class FinetuneConfig:
     eval_every: int = opt(50)
     """Steps between dev evaluations (early stopping granularity)."""
     patience: int = opt(4)
-    """Evaluations without a better dev accuracy before stopping."""
+    """Evaluations without a better dev score before stopping."""
     seed: int = opt(12345)
     device: str = opt("auto")
     scratch_lrs: tuple[float, ...] = opt(
@@ -115,8 +118,68 @@ def predict(model, data, batch_size: int, device) -> np.ndarray:
     return out
 
 
-def train_classifier(model, train, dev, cfg: FinetuneConfig, num_labels: int, device, log=print) -> dict:
-    """Fine-tune `model` in place; returns the best-dev history. The best state is loaded at the end."""
+@dataclass(frozen=True)
+class DevScore:
+    """What early stopping maximises: `score(model)` -> a dict of dev metrics holding `metric`
+    (recorded as `dev_<metric>` in the history; the best dict is the history's best_dev)."""
+
+    metric: str
+    score: Callable[[torch.nn.Module], dict]
+
+
+def dev_accuracy(dev, num_labels: int, batch_size: int, device) -> DevScore:
+    """Classification: accuracy (and the other `metrics`) of the labels predicted for `dev`."""
+    gold = np.array([y for _, _, y in dev])
+    return DevScore(
+        "accuracy", lambda model: metrics(predict(model, dev, batch_size, device), gold, num_labels)
+    )
+
+
+def grouped_by_length(lengths: np.ndarray, batch_size: int, pool: int = 50) -> Callable:
+    """An epoch order (for train_classifier's `epoch_order`) whose batches hold items of similar
+    length, so that padding costs little: a random permutation, sorted by length within pools of
+    `pool` batches, then its batches shuffled. Seeded by the loop's generator like the default."""
+    lengths = np.asarray(lengths)
+
+    def epoch_order(rng: np.random.Generator) -> np.ndarray:
+        order = rng.permutation(len(lengths))
+        pools = np.split(order, range(pool * batch_size, len(order), pool * batch_size))
+        order = np.concatenate([p[np.argsort(lengths[p], kind="stable")] for p in pools])
+        batches = np.split(order, range(batch_size, len(order), batch_size))
+        return np.concatenate([batches[i] for i in rng.permutation(len(batches))])
+
+    return epoch_order
+
+
+def new_classifier(model_class, config, num_labels: int, seed: int, state: dict | None, checkpoint: str):
+    """A fresh `model_class` (model/classifiers.py): the same head init and dropout stream for every
+    model (seeded); the pretrained backbone loaded when `state` is given (read from `checkpoint`)."""
+    from model.convert import load_state
+
+    torch.manual_seed(seed)
+    model = model_class(config, num_labels=num_labels)
+    if state is not None:
+        load_state(model, state, source=checkpoint)  # the backbone; the new head stays at its init
+    return model
+
+
+def train_classifier(
+    model,
+    train,
+    dev,
+    cfg: FinetuneConfig,
+    num_labels: int,
+    device,
+    log=print,
+    *,
+    collate: Callable[[list], dict[str, torch.Tensor]] = collate,
+    dev_score: DevScore | None = None,
+    epoch_order: Callable[[np.random.Generator], np.ndarray] | None = None,
+) -> dict:
+    """Fine-tune `model` in place on `train` (batches made by `collate`, in the order of each epoch
+    `epoch_order` gives, by default a random permutation); returns the best-dev history. The dev
+    score is `dev_score`, by default the accuracy on `dev` (classification items). The best state is
+    loaded at the end."""
     from model.optim import Schedule, build_optimizer
 
     model.to(device)
@@ -125,14 +188,15 @@ def train_classifier(model, train, dev, cfg: FinetuneConfig, num_labels: int, de
     total = max(1, int(round(cfg.epochs * steps_per_epoch)))
     schedule = Schedule(cfg.lr, int(cfg.warmup_fraction * total), total)
     rng = np.random.default_rng(cfg.seed)
-    gold_dev = np.array([y for _, _, y in dev])
-    best = {"accuracy": -1.0}
+    dev_score = dev_score or dev_accuracy(dev, num_labels, 2 * cfg.batch_size, device)
+    metric = dev_score.metric
+    best = {metric: -1.0}
     best_state, history, since_best, step = None, [], 0, 0
     started = time.time()
     order = np.array([], dtype=np.int64)
     while step < total and since_best < cfg.patience:
         if not len(order):
-            order = rng.permutation(len(train))
+            order = epoch_order(rng) if epoch_order else rng.permutation(len(train))
         idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
         batch = {k: v.to(device) for k, v in collate([train[i] for i in idx]).items()}
         model.train()
@@ -144,17 +208,15 @@ def train_classifier(model, train, dev, cfg: FinetuneConfig, num_labels: int, de
         optimizer.zero_grad(set_to_none=True)
         step += 1
         if step % cfg.eval_every == 0 or step == total:
-            dev_metrics = metrics(predict(model, dev, 2 * cfg.batch_size, device), gold_dev, num_labels)
-            history.append(
-                {"step": step, "loss": float(loss.detach()), "dev_accuracy": dev_metrics["accuracy"]}
-            )
-            if dev_metrics["accuracy"] > best["accuracy"]:
+            dev_metrics = dev_score.score(model)
+            history.append({"step": step, "loss": float(loss.detach()), f"dev_{metric}": dev_metrics[metric]})
+            if dev_metrics[metric] > best[metric]:
                 best, since_best = {**dev_metrics, "step": step}, 0
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             else:
                 since_best += 1
             log(
-                f"  step {step}/{total} loss {float(loss.detach()):.4f} dev acc {dev_metrics['accuracy']:.4f} (best {best['accuracy']:.4f})"
+                f"  step {step}/{total} loss {float(loss.detach()):.4f} dev {metric} {dev_metrics[metric]:.4f} (best {best[metric]:.4f})"
             )
     if best_state is not None:
         model.load_state_dict(best_state)

@@ -28,6 +28,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from core import outdir, storage
 from core.config_cli import add_arguments as add_config_arguments
 from core.config_cli import from_args, opt
@@ -175,6 +177,45 @@ def entity_spans(tags: list[str]) -> list[tuple[str, int, int]]:
         if prefix == "B" or (prefix == "I" and start is None):
             start, kind = position, entity
     return spans
+
+
+def entity_counts(gold: list[list[str]], predicted: list[list[str]], kind: str | None = None) -> dict:
+    """Per example i: {"true_positives", "false_positives", "false_negatives"}, int arrays (n,) of
+    entity spans (entity_spans) compared exactly, span and type. `kind` (PER, LOC, ORG) counts only
+    the entities of that type. The scores of a set of examples come from the sums (entity_scores)."""
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold tag lists but {len(predicted)} predicted")
+    counts = np.zeros((3, len(gold)), dtype=np.int64)
+    for i, (gold_tags, predicted_tags) in enumerate(zip(gold, predicted)):
+        if len(gold_tags) != len(predicted_tags):
+            raise ValueError(f"example {i}: {len(gold_tags)} gold tags but {len(predicted_tags)} predicted")
+        gold_spans = {s for s in entity_spans(gold_tags) if kind in (None, s[0])}
+        predicted_spans = {s for s in entity_spans(predicted_tags) if kind in (None, s[0])}
+        hits = len(gold_spans & predicted_spans)
+        counts[:, i] = hits, len(predicted_spans) - hits, len(gold_spans) - hits
+    return dict(zip(("true_positives", "false_positives", "false_negatives"), counts))
+
+
+def entity_scores(counts: dict) -> dict:
+    """Micro precision, recall and F1 over the examples of `counts` (entity_counts), from the sums:
+    F1 = 2 TP / (2 TP + FP + FN); each is 0 when its denominator is."""
+    tp, fp, fn = (
+        int(np.sum(counts[key])) for key in ("true_positives", "false_positives", "false_negatives")
+    )
+    return {
+        "entity_f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0,
+        "precision": tp / (tp + fp) if tp + fp else 0.0,
+        "recall": tp / (tp + fn) if tp + fn else 0.0,
+        "n": len(counts["true_positives"]),
+        "true_positives": tp,
+        "gold_entities": tp + fn,
+        "predicted_entities": tp + fp,
+    }
+
+
+def entity_scores_by_type(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, dict]:
+    """entity_scores of each entity type alone: {"PER": {...}, "LOC": {...}, "ORG": {...}}."""
+    return {kind: entity_scores(entity_counts(gold, predicted, kind)) for kind in ENTITY_TYPES}
 
 
 def split_counts(examples: list[NerExample]) -> dict:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from core.peoples_daily import article_id, ner_split, parse_tagged_line
 from model.ner_data import (
     BIO_TAGS,
     MAX_EXAMPLE_CHARS,
+    entity_counts,
+    entity_scores,
+    entity_scores_by_type,
     entity_spans,
     entity_units,
     paragraph_examples,
@@ -68,6 +72,43 @@ def test_entity_spans_read_ill_formed_tags_as_conlleval_does():
         ("LOC", 3, 4),
         ("ORG", 5, 6),
     ]
+
+
+def test_entity_counts_compare_exact_span_and_type_per_example():
+    gold = [
+        ["B-PER", "I-PER", "O", "B-LOC"],  # 江泽民 ... 京
+        ["B-ORG", "I-ORG", "I-ORG", "O"],
+        ["O", "O"],
+        ["B-LOC", "I-LOC", "O"],
+        [],
+    ]
+    predicted = [
+        ["B-PER", "I-PER", "O", "B-ORG"],  # PER exact; LOC predicted as ORG: one FP and one FN
+        ["B-ORG", "I-ORG", "O", "O"],  # boundary one short: FP and FN
+        ["I-PER", "O"],  # a stray I- opens an entity: FP
+        ["I-LOC", "I-LOC", "O"],  # the same span read from a stray I-: a hit
+        [],
+    ]
+    counts = entity_counts(gold, predicted)
+    assert counts["true_positives"].tolist() == [1, 0, 0, 1, 0]
+    assert counts["false_positives"].tolist() == [1, 1, 1, 0, 0]
+    assert counts["false_negatives"].tolist() == [1, 1, 0, 0, 0]
+    scores = entity_scores(counts)
+    assert (scores["true_positives"], scores["gold_entities"], scores["predicted_entities"]) == (2, 4, 5)
+    assert scores["precision"] == pytest.approx(2 / 5) and scores["recall"] == pytest.approx(2 / 4)
+    assert scores["entity_f1"] == pytest.approx(2 * 2 / (2 * 2 + 3 + 2)) and scores["n"] == 5
+    by_type = entity_scores_by_type(gold, predicted)
+    assert by_type["PER"]["true_positives"] == 1 and by_type["PER"]["predicted_entities"] == 2
+    assert by_type["ORG"]["gold_entities"] == 1 and by_type["ORG"]["predicted_entities"] == 2
+    assert sum(by_type[k]["true_positives"] for k in by_type) == scores["true_positives"]
+    # a subset of examples scores from its own sums
+    subset = {key: value[[0, 3]] for key, value in counts.items()}
+    assert entity_scores(subset)["entity_f1"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
+    nothing = entity_scores(entity_counts([["O"]], [["O"]]))
+    assert nothing["entity_f1"] == nothing["precision"] == nothing["recall"] == 0.0
+    assert isinstance(counts["true_positives"], np.ndarray) and counts["true_positives"].dtype == np.int64
+    with pytest.raises(ValueError, match="2 gold tags but 1 predicted"):
+        entity_counts([["O", "O"]], [["O"]])
 
 
 def test_a_long_paragraph_is_cut_after_sentence_ends_never_inside_a_name():
