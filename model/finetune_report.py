@@ -127,6 +127,14 @@ def _signed(metric: str, value: float) -> str:
     return f"{value:+.2%}" if metric == "accuracy" else f"{value:+.4f}"
 
 
+def _chosen(training: dict) -> str:
+    """A baseline's setting chosen on dev: {"parameter": "l2", "chosen": 1e-3} or {"chosen": {"l2": 1e-7}}."""
+    chosen = training["chosen"]
+    if isinstance(chosen, dict):
+        return ", ".join(f"{name} {value:g}" for name, value in chosen.items())
+    return f"{training['parameter']} {chosen:g}"
+
+
 def format_report(report: dict) -> str:
     """The report as the terminal shows it: a line per model, the scratch model's setting and fit,
     the lift and each paired difference."""
@@ -147,7 +155,7 @@ def format_report(report: dict) -> str:
             f"{len(runs)} run(s), {sum(run.get('steps', 0) for run in runs)} steps, "
             f"{sum(run.get('seconds', 0) for run in runs):.1f} s"
             if "steps" in training
-            else f"{training['parameter']} {training['chosen']:g} on dev, {training['seconds']} s"
+            else f"{_chosen(training)} on dev, {training['seconds']} s"
         )
         spread = f" (seed sd {scores['seed_sd']:.4f})" if len(results.get("seeds") or []) > 1 else ""
         lines.append(

@@ -13,6 +13,10 @@ model/finetune.py's comparison drives (pretrained x seeds, scratch grid, linear 
 - `floor()`: the training-set metric of a model that learnt nothing (the majority rate; 0 entity F1),
   against which the from-scratch model's fit is checked.
 
+ClassificationTask: sentences or sentence pairs (model/finetune_data.py), baselines
+model/text_baselines.py's. NerTask: People's Daily entities as character BIO tags (model/ner_data.py,
+model/ner_encoding.py, model/ner_finetune.py), baselines model/ner_baselines.py's.
+
 A ModelRun holds, per split, the per-example scores the statistics read (promotion.samples:
 classification {"correct": bool (n,)}; NER the per-example entity counts) and the readable metrics of
 that one run.
@@ -23,10 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from model.finetune_data import Encoder, Example
-from model.finetune_train import FinetuneConfig, metrics, predict, train_classifier
+from model.finetune_train import FinetuneConfig, metrics, new_classifier, predict, train_classifier
 from model.text_baselines import BaselineConfig, linear_baselines, majority_rate
 
 
@@ -42,18 +45,6 @@ class ModelRun:
     """split -> per-example arrays (promotion.samples.DownstreamSample's, one entry per example)."""
     metrics: dict[str, dict]
     """split -> readable metrics of this run (accuracy, macro-F1, ...; entity F1, precision, recall)."""
-
-
-def seeded_classifier(model_class, config, num_labels: int, seed: int, state: dict | None, checkpoint: str):
-    """A fresh classifier: the same head init and dropout stream for every model of one seed; the
-    pretrained backbone loaded when `state` is given (the new head stays at its init)."""
-    from model.convert import load_state
-
-    torch.manual_seed(seed)
-    model = model_class(config, num_labels=num_labels)
-    if state is not None:
-        load_state(model, state, source=checkpoint)
-    return model
 
 
 class ClassificationTask:
@@ -81,7 +72,7 @@ class ClassificationTask:
     def new_model(self, config, seed: int, state: dict | None, checkpoint: str):
         from model.classifiers import AlbertForSequenceClassification
 
-        return seeded_classifier(
+        return new_classifier(
             AlbertForSequenceClassification, config, len(self.labels), seed, state, checkpoint
         )
 
@@ -115,4 +106,51 @@ class ClassificationTask:
             metrics={
                 split: metrics(predicted[split], gold, len(self.labels)) for split, gold in self.gold.items()
             },
+        )
+
+
+class NerTask:
+    """Named entities, a BIO tag per character; entity F1 (exact span and type), and per example the
+    entity counts (true positives, false positives, false negatives)."""
+
+    metric = "entity_f1"
+    floor_name = "a model that finds no entity"
+
+    def __init__(self, name: str, examples: dict, encoder, baselines):
+        from model.ner_data import BIO_TAGS
+
+        self.name = name
+        self.labels = list(BIO_TAGS)
+        self.examples = examples
+        self.items = {split: encoder.encode(items) for split, items in examples.items()}
+        self.gold = {split: [e.tags for e in items] for split, items in examples.items()}
+        self.sizes = {split: len(items) for split, items in examples.items()}
+        self.baseline_config = baselines
+
+    def new_model(self, config, seed: int, state: dict | None, checkpoint: str):
+        from model.ner_finetune import token_classifier
+
+        return token_classifier(config, len(self.labels), seed, state, checkpoint)
+
+    def train(self, model, cfg: FinetuneConfig, device, log) -> ModelRun:
+        from model.ner_finetune import train_ner_model
+
+        history, tags, _ = train_ner_model(model, self.items, self.examples, cfg, device, log)
+        return self._run(cfg.seed, history, tags)
+
+    def baselines(self, log) -> list[tuple[str, ModelRun]]:
+        from model.ner_baselines import ner_baselines
+
+        results = ner_baselines(self.examples, self.baseline_config, log)
+        return [(r.name, self._run(None, r.summary(), r.predictions)) for r in results]
+
+    def floor(self) -> float:
+        return 0.0
+
+    def _run(self, seed: int | None, training: dict, tags: dict[str, list[list[str]]]) -> ModelRun:
+        from model.ner_data import entity_counts, entity_scores
+
+        scores = {split: entity_counts(gold, tags[split]) for split, gold in self.gold.items()}
+        return ModelRun(
+            seed, training, scores, {split: entity_scores(counts) for split, counts in scores.items()}
         )

@@ -77,7 +77,8 @@ class FinetuneConfig:
     eval_every: int = opt(50)
     """Steps between dev evaluations (early stopping granularity)."""
     patience: int = opt(4)
-    """Evaluations without a better dev score before stopping."""
+    """Evaluations without a better dev score before stopping. They are not counted while the best
+    dev score is still 0 (an NER model that has found no entity yet is warming up, not stuck)."""
     seed: int = opt(12345)
     device: str = opt("auto")
     scratch_lrs: tuple[float, ...] = opt(
@@ -213,7 +214,7 @@ def train_classifier(
             if dev_metrics[metric] > best[metric]:
                 best, since_best = {**dev_metrics, "step": step}, 0
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            else:
+            elif best[metric] > 0:  # a model that has scored nothing yet is still warming up
                 since_best += 1
             log(
                 f"  step {step}/{total} loss {float(loss.detach()):.4f} dev {metric} {dev_metrics[metric]:.4f} (best {best[metric]:.4f})"

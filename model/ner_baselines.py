@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from core.config_cli import opt
-from model.ner_data import BIO_TAGS, NerExample, entity_spans
+from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores
 from model.text_baselines import choose_on_dev, float_list, minimize_lbfgs
 
 WINDOW = 2  # characters on each side
@@ -258,13 +258,8 @@ def split_tags(ids: np.ndarray | torch.Tensor, examples: Sequence[NerExample]) -
 
 
 def _entity_f1(examples: Sequence[NerExample], predicted: Sequence[list[str]]) -> float:
-    """Entity F1 (exact span and type) = 2 TP / (2 TP + FP + FN), for choosing on dev."""
-    true_positives = wrong = 0
-    for example, tags in zip(examples, predicted):
-        gold, found = set(entity_spans(example.tags)), set(entity_spans(tags))
-        true_positives += len(gold & found)
-        wrong += len(gold ^ found)  # false positives + false negatives
-    return 2 * true_positives / (2 * true_positives + wrong) if true_positives or wrong else 0.0
+    """Entity F1 (exact span and type), for choosing on dev."""
+    return entity_scores(entity_counts([e.tags for e in examples], list(predicted)))["entity_f1"]
 
 
 def choose_l2(

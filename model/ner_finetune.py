@@ -5,7 +5,8 @@ is model/finetune.py's; it calls:
 
     encoder = NerEncoder(spm_path, cfg.max_seq_length)
     items = {split: encoder.encode(examples[split]) for split in examples}
-    history, tags, scores = run_ner_model(config, state, checkpoint, items, examples, cfg, device, log)
+    model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, checkpoint)  # state None: scratch
+    history, tags, scores = train_ner_model(model, items, examples, cfg, device, log)
 
 `scores[split]` are the per-example entity counts of model.ner_data.entity_counts
 ({"true_positives", "false_positives", "false_negatives"}, int arrays in the examples' order);
@@ -21,7 +22,7 @@ from model.finetune_train import DevScore, FinetuneConfig, grouped_by_length, ne
 from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores
 from model.ner_encoding import NerEncoder, TokenItem, collate_tokens, tags_from_units
 
-__all__ = ["NerEncoder", "token_classifier", "predict_tags", "run_ner_model"]
+__all__ = ["NerEncoder", "token_classifier", "predict_tags", "train_ner_model"]
 
 
 def token_classifier(config, num_labels: int, seed: int, state: dict | None, checkpoint: str):
@@ -65,20 +66,17 @@ def dev_entity_f1(items: list[TokenItem], examples: list[NerExample], batch_size
     return DevScore("entity_f1", score)
 
 
-def run_ner_model(
-    config,
-    state: dict | None,
-    checkpoint: str,
+def train_ner_model(
+    model,
     items: dict[str, list[TokenItem]],
     examples: dict[str, list[NerExample]],
     cfg: FinetuneConfig,
     device,
     log=print,
 ) -> tuple[dict, dict[str, list[list[str]]], dict[str, dict[str, np.ndarray]]]:
-    """Fine-tune one token classifier (pretrained backbone when `state`, else from scratch; seed
-    cfg.seed) on items["train"], early stopping on dev entity F1; predict every split of `items`.
-    Returns (training history, BIO tags per split, per-example entity counts per split)."""
-    model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, checkpoint)
+    """Fine-tune a token classifier (token_classifier; seed cfg.seed) in place on items["train"],
+    early stopping on dev entity F1; predict every split of `items`. Returns (training history, BIO
+    tags per split, per-example entity counts per split)."""
     batch_size = 2 * cfg.batch_size
     dev_score = dev_entity_f1(items["dev"], examples["dev"], batch_size, device)
     # Batches of windows of similar length: random ones pad to their longest (most to over 213 of L 256).

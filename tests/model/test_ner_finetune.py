@@ -15,7 +15,7 @@ import torch
 from model.finetune_train import FinetuneConfig, grouped_by_length
 from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores, task_examples
 from model.ner_encoding import IGNORED, NerEncoder, alignment_summary, collate_tokens, units_of
-from model.ner_finetune import predict_tags, run_ner_model, token_classifier
+from model.ner_finetune import predict_tags, token_classifier, train_ner_model
 
 
 @functools.cache
@@ -203,7 +203,8 @@ def train_toy(tiny_checkpoint, **overrides):
     items = {split: encoder.encode(e) for split, e in examples.items()}
     values = dict(max_seq_length=32, batch_size=8, epochs=8, lr=1e-2, eval_every=12, patience=100, seed=3)
     cfg = FinetuneConfig(**{**values, **overrides})
-    return examples, run_ner_model(config, state, folder, items, examples, cfg, "cpu", log=lambda m: None)
+    model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, folder)
+    return examples, train_ner_model(model, items, examples, cfg, "cpu", log=lambda m: None)
 
 
 def test_a_tiny_token_classifier_learns_a_tiny_task(tiny_checkpoint):
