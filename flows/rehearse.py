@@ -62,7 +62,8 @@ STAND_INS = {
     "gpu_job": ({}, "no accelerator"),
     "finetune_args": (
         ["--train-size", "1600", "--dev-size", "200", "--test-size", "500", "--epochs", "2",
-         "--max-seq-length", "64", "--batch-size", "32", "--eval-every", "20", "--seeds", "1"],
+         "--max-seq-length", "64", "--batch-size", "32", "--eval-every", "20", "--seeds", "1",
+         "--scratch-lrs", "5e-4"],
         "a CPU-sized split of each task, one seed",
     ),
 }  # fmt: skip

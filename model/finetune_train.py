@@ -23,7 +23,7 @@ from core.config_cli import opt
 from core.errors import UserError
 from model.finetune_data import collate
 from model.text_baselines import float_list
-from promotion.stats import paired_proportion_difference, wilson
+from promotion.stats import wilson
 
 
 def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:
@@ -43,18 +43,6 @@ def metrics(pred: np.ndarray, gold: np.ndarray, num_labels: int) -> dict:
     if num_labels == 2:
         out["f1"] = f1s[1]
     return out
-
-
-def paired_difference(correct_a: np.ndarray, correct_b: np.ndarray) -> dict:
-    """Accuracy of a minus b on the same examples, with a 95% normal (Wald) interval from the
-    discordant pairs."""
-    difference = paired_proportion_difference(correct_a, correct_b, method="wald")
-    return {
-        "difference": difference["diff"],
-        "ci95": list(difference["ci95"]),
-        "a_only": difference["b"],
-        "b_only": difference["c"],
-    }
 
 
 SEEDS_ON_GPU = 5

@@ -259,3 +259,57 @@ def test_batches_grouped_by_length_pad_less_and_cover_every_item():
 
     shuffled = np.random.default_rng(1).permutation(1000)
     assert padded(first) < 0.7 * padded(shuffled) and padded(first) >= lengths.sum()
+
+
+def test_albert_finetune_ner_reports_entity_f1_over_seeds_and_saves_a_model_transformers_loads(
+    tiny_checkpoint, tmp_path, capsys
+):
+    """`albert finetune --task peoples-daily-ner` end to end on the real split (small subsets): the
+    report compares the pretrained token classifier, over 2 seeds, with scratch and the n-gram
+    baselines by entity F1; --save-model writes the first seed's model, which `albert export` turns
+    into a transformers AlbertForTokenClassification with the same predictions."""
+    import json
+
+    from transformers import AutoModelForTokenClassification
+
+    from flows.cli import main as albert
+    from model.convert import load_pretrained
+    from promotion.samples import DownstreamSample
+
+    folder, _, _ = tiny_checkpoint
+    report_path, saved, exported = (str(tmp_path / name) for name in ("ner.json", "model", "hf"))
+    code = albert(["finetune", "--checkpoint", folder, "--task", "peoples-daily-ner", "--train-size", "40",
+                   "--dev-size", "12", "--test-size", "20", "--epochs", "1", "--max-seq-length", "64",
+                   "--batch-size", "16", "--eval-every", "2", "--seeds", "2", "--scratch-lrs", "5e-4",
+                   "--out", report_path, "--save-model", saved])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    report = json.load(open(report_path))
+    assert report["metric"] == "entity_f1" and report["sizes"] == {"train": 40, "dev": 12, "test": 20}
+    assert set(report["models"]) == {
+        "pretrained", "scratch", "scratch_same_recipe", "char_ngram_linear", "char_ngram_crf"
+    }  # fmt: skip
+    pretrained = report["models"]["pretrained"]
+    assert pretrained["seeds"] == report["models"]["scratch"]["seeds"] == [12345, 12346]
+    sample = DownstreamSample.from_json(report["per_example"]["pretrained"])
+    assert (sample.metric, sample.k, sample.n) == ("entity_f1", 2, 20)
+    assert pretrained["test"]["entity_f1"] == pytest.approx(sample.value)
+    # the baselines, fitted on 40 paragraphs, find entities; every difference has its paired interval
+    assert report["models"]["char_ngram_crf"]["test"]["entity_f1"] > 0.2
+    for name, difference in report["differences"].items():
+        lo, hi = difference["entity_f1_paired_ci95"]
+        assert lo <= difference["entity_f1"] <= hi, name
+    assert "pretrained - char_ngram_crf: entity F1" in capsys.readouterr().out
+
+    assert albert(["export", "--checkpoint", saved, "--format", "hf", "--out", exported]) == 0
+    ours = load_pretrained(saved).eval()
+    theirs = AutoModelForTokenClassification.from_pretrained(exported).eval()
+    assert type(ours).__name__ == "AlbertForTokenClassification" == theirs.config.architectures[0]
+    assert list(theirs.config.id2label.values()) == list(BIO_TAGS)
+    items = NerEncoder(os.path.join(saved, "spm.model"), 64).encode(real_examples()["test"][:6])
+    batch = collate_tokens(items)
+    batch.pop("labels")
+    with torch.no_grad():
+        logits, hf_logits = ours(**batch).logits, theirs(**batch).logits
+    real = batch["attention_mask"].bool()
+    assert torch.allclose(logits[real], hf_logits[real], atol=1e-5)
+    assert torch.equal(logits.argmax(-1)[real], hf_logits.argmax(-1)[real])
