@@ -42,7 +42,7 @@ from flows.evaluate import (
 from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promote_checks import Checked, check_inputs, open_registry
 from flows.stage import DEFAULT_ROOT
-from promotion.downstream import downstream_pairs, with_downstream
+from promotion.downstream import downstream_baselines, downstream_pairs, with_downstream
 from promotion.gate import GateConfig, decide
 from promotion.gate_report import promotion_markdown
 from promotion.lineage import candidate_lineage
@@ -155,7 +155,7 @@ def promote(
     result.update(
         candidate=checked.candidate,
         model=model_name,
-        table=metrics_table(columns, cand.baselines),
+        table=metrics_table(columns, {**cand.baselines, **downstream_baselines(downstream)}),
         baselines=cand.baselines,
         candidate_metrics=cand_metrics,
         production_metrics=prod_metrics,

@@ -51,3 +51,11 @@ def with_downstream(candidate: dict, production: dict | None, results: Results) 
         if production is not None and result.get("production") is not None:
             production = {**production, key: result["production"]}
     return candidate, production
+
+
+def downstream_baselines(results: Results) -> dict[str, dict[str, float]]:
+    """Each task's models without pretraining or from scratch ("baselines": name -> value, the
+    fine-tuning flow's), under the task's metrics-table key (metric_key): the decision's table shows
+    them beside the candidate and production."""
+    tasks = _tasks(results)
+    return {metric_key(result, len(tasks)): dict(result.get("baselines") or {}) for result in tasks}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.errors import UserError
-from promotion.downstream import downstream_pairs, with_downstream
+from promotion.downstream import downstream_baselines, downstream_pairs, with_downstream
 from promotion.samples import DownstreamSample
 
 COUNTS = ("true_positives", "false_positives", "false_negatives")
@@ -162,3 +162,13 @@ def test_one_result_or_a_list_of_results_reach_the_gate_and_the_metrics():
     alone = with_downstream(cand, None, result("ner", "entity_f1", *ner))
     assert alone == ({"mlm_loss": 2.0, "downstream_entity_f1:ner": ner[0].value}, None)
     assert cand == {"mlm_loss": 2.0}
+    # the decision's table shows each task's baselines under the same key as its values
+    with_baselines = [
+        {**one, "baselines": {"char_ngram_logreg": 0.8}},
+        result("ner", "entity_f1", ner[0], None),
+    ]
+    assert downstream_baselines(with_baselines) == {
+        "downstream_accuracy:reviews": {"char_ngram_logreg": 0.8},
+        "downstream_entity_f1:ner": {},
+    }
+    assert downstream_baselines(None) == {}
