@@ -208,7 +208,6 @@ def _read_model(checkpoint: str, cfg: FinetuneConfig) -> PretrainedModel:
     """The checkpoint (verified against checksums.json, read once) and its spm.model, checked against
     the fine-tuning options: the model meets text only through its own vocabulary (there is no
     vocabulary option), which must be there and have exactly the model's vocab_size pieces."""
-    from core.tokenizer import Tokenizer
     from model.convert import read_checkpoint
     from model.device import resolve_device
 
@@ -219,12 +218,7 @@ def _read_model(checkpoint: str, cfg: FinetuneConfig) -> PretrainedModel:
             f"--max-seq-length {cfg.max_seq_length} > the model's {config.max_position_embeddings}"
         )
     spm_path = storage.join(checkpoint, "spm.model")
-    if not storage.isfile(spm_path):
-        raise UserError(
-            f"{spm_path} not found: fine-tuning tokenizes with the checkpoint's spm.model; copy the "
-            f"vocabulary it was trained with there"
-        )
-    pieces = Tokenizer.load(spm_path).vocab_size  # a damaged file: a UserError naming it
+    pieces = Encoder(spm_path, cfg.max_seq_length).tok.vocab_size  # missing or damaged: a UserError naming it
     if pieces != config.vocab_size:
         raise UserError(
             f"{spm_path} has {pieces} pieces but the model's vocab_size is {config.vocab_size}: "

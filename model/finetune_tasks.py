@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.errors import UserError
 from model.finetune_data import Encoder, Example
 from model.finetune_train import FinetuneConfig, metrics, new_classifier, predict, train_classifier
 from model.text_baselines import BaselineConfig, linear_baselines, majority_rate
@@ -56,8 +57,6 @@ class ClassificationTask:
     def __init__(
         self, name: str, examples: dict[str, list[Example]], encoder: Encoder, baselines: BaselineConfig
     ):
-        from core.errors import UserError
-
         self.name = name
         labels = {label: i for i, label in enumerate(sorted({e.label for e in examples["train"]}))}
         if len(labels) < 2:
