@@ -10,6 +10,14 @@ Counter names (namespace `corpus`), one builder each below; `parse_counter` is t
     dead_letter/<source>/<reason> records that could not be used  (reason: the rest of the name)
     lines_removed/<rule>          lines a cleaning or dedup rule removed
     file/<count>/KIND:NAME        per input file, count one of FILE_COUNTS (NAME may hold folders)
+    chars/<read|kept>/<source>    characters of the records read (raw text, markup included) and of
+                                  the documents written
+    length/<before|after>/<bucket>
+                                  records read by raw length, documents written by length, in
+                                  power-of-2 buckets named by their lower bound (`length_bucket`)
+    language/<lang>               documents by the language identified (langid.py)
+    pii/<kind>                    personal data replaced (or found, in drop mode) by kind (pii.py)
+    near_cluster/<size>           near-duplicate clusters by size, survivor included
     index_unreadable/<kind>, lines/<what>, lsh/<what>, near_dup/<what>
                                   diagnostics: stats.json `other`, by their full name
 
@@ -42,6 +50,10 @@ READ, KEPT, DROPPED, DEAD_LETTER, LINES_REMOVED, FILE = (
     "lines_removed",
     "file",
 )
+CHARS, LENGTH, LANGUAGE, PII, NEAR_CLUSTER = "chars", "length", "language", "pii", "near_cluster"
+CHAR_COUNTS = ("read", "kept")
+LENGTHS = ("before", "after")
+MAX_LENGTH_BUCKET = 1 << 20  # the last bucket holds every length from 2^20 characters up
 FILE_COUNTS = ("read", "listed", "lost_records", "lost_estimated", "lost_bytes", "lost_rest_unknown")
 DIAGNOSTICS = ("index_unreadable", "lines", "lsh", "near_dup")  # stats.json `other`
 LOST_IDS_IN_STATS = 1000  # per file; every one is in the rejected records
@@ -89,6 +101,41 @@ def file_counter(count: str, file_key: str) -> str:
     return f"{FILE}/{count}/{file_key}"
 
 
+def length_bucket(chars: int) -> int:
+    """The lower bound of the power-of-2 bucket of a length: 0, 1, 2 (2-3), 4 (4-7), ... 2^20 (and up)."""
+    if chars <= 0:
+        return 0
+    return min(1 << (chars.bit_length() - 1), MAX_LENGTH_BUCKET)
+
+
+def chars_counter(count: str, source: str) -> str:
+    """`chars/read/<source>` (raw characters of the records read) or `chars/kept/<source>`."""
+    if count not in CHAR_COUNTS:
+        raise ValueError(f"unknown character count {count!r} (one of {', '.join(CHAR_COUNTS)})")
+    return f"{CHARS}/{count}/{_word(source, 'source')}"
+
+
+def length_counter(when: str, chars: int) -> str:
+    """`length/before/<bucket>` (a record read) or `length/after/<bucket>` (a document written)."""
+    if when not in LENGTHS:
+        raise ValueError(f"unknown length histogram {when!r} (one of {', '.join(LENGTHS)})")
+    return f"{LENGTH}/{when}/{length_bucket(chars)}"
+
+
+def language_counter(language: str) -> str:
+    return f"{LANGUAGE}/{_word(language, 'language')}"
+
+
+def pii_counter(kind: str) -> str:
+    return f"{PII}/{_word(kind, 'kind')}"
+
+
+def near_cluster_counter(size: int) -> str:
+    if size < 2:
+        raise ValueError(f"a near-duplicate cluster has at least 2 members, not {size}")
+    return f"{NEAR_CLUSTER}/{size}"
+
+
 def diagnostic_counter(family: str, what: str) -> str:
     if family not in DIAGNOSTICS:
         raise ValueError(f"unknown diagnostic counter family {family!r} (one of {', '.join(DIAGNOSTICS)})")
@@ -98,6 +145,25 @@ def diagnostic_counter(family: str, what: str) -> str:
 def increment(name: str, amount: int = 1) -> None:
     """Increment a counter of the stage (namespace `corpus`, read back into stats.json)."""
     Metrics.counter(NS, name).inc(amount)
+
+
+class Tally:
+    """Counts summed in a DoFn and handed to the Beam counters once per bundle (`flush` in
+    finish_bundle): a Beam counter increment costs about 3 us, and the per-document statistics
+    (characters, lengths, languages, personal data) would otherwise pay it several times a document.
+    Safe: a bundle's counters are committed with its outputs, and a retried bundle starts anew."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str, amount: int = 1) -> None:
+        if amount:
+            self.counts[name] = self.counts.get(name, 0) + amount
+
+    def flush(self) -> None:
+        for name, amount in self.counts.items():
+            increment(name, amount)
+        self.counts = {}
 
 
 def weight(rec: dict) -> int:
@@ -113,12 +179,14 @@ def count_rejected(rec: dict) -> None:
 class CounterName(NamedTuple):
     """A counter name, parsed. `source` for read/kept/dropped/dead_letter; `detail`: the reason
     (dropped, dead_letter), rule (lines_removed), count (file) or what a diagnostic counts; `file`:
-    the file key KIND:NAME of a per-file count."""
+    the file key KIND:NAME of a per-file count; `bucket`: a length bucket's lower bound, or a
+    near-duplicate cluster's size."""
 
     family: str
     source: str = ""
     detail: str = ""
     file: str = ""
+    bucket: int = 0
 
 
 def parse_counter(name: str) -> CounterName:
@@ -140,6 +208,22 @@ def parse_counter(name: str) -> CounterName:
             if count not in FILE_COUNTS or not key:
                 raise ValueError(f"per-file count {count!r} of {key!r}")
             return CounterName(family, detail=count, file=key)
+        if family == CHARS:
+            count, _, source = rest.partition("/")
+            if count not in CHAR_COUNTS:
+                raise ValueError(f"character count {count!r}")
+            return CounterName(family, source=_word(source, "source"), detail=count)
+        if family == LENGTH:
+            when, _, bucket = rest.partition("/")
+            if when not in LENGTHS or not bucket.isdigit():
+                raise ValueError(f"length histogram {when!r}, bucket {bucket!r}")
+            return CounterName(family, detail=when, bucket=int(bucket))
+        if family in (LANGUAGE, PII):
+            return CounterName(family, detail=_word(rest, "name"))
+        if family == NEAR_CLUSTER:
+            if not rest.isdigit():
+                raise ValueError(f"size {rest!r}")
+            return CounterName(family, bucket=int(rest))
         if family in DIAGNOSTICS:
             return CounterName(family, detail=_word(rest, "name"))
     except ValueError as err:
@@ -175,6 +259,11 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
         "by_source": {},
         "lines_removed": {},
         "files": {},
+        "chars": {count: {} for count in CHAR_COUNTS},
+        "length_hist": {when: {} for when in LENGTHS},
+        "languages": {},
+        "pii": {},
+        "near_dup_clusters": {},
         "other": {},
     }
 
@@ -194,8 +283,22 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
             stats["lines_removed"][counter.detail] = value
         elif counter.family == FILE:
             stats["files"].setdefault(counter.file, {})[counter.detail] = value
+        elif counter.family == CHARS:
+            stats["chars"][counter.detail][counter.source] = value
+        elif counter.family == LENGTH:
+            stats["length_hist"][counter.detail][counter.bucket] = value
+        elif counter.family == LANGUAGE:
+            stats["languages"][counter.detail] = value
+        elif counter.family == PII:
+            stats["pii"][counter.detail] = value
+        elif counter.family == NEAR_CLUSTER:
+            stats["near_dup_clusters"][counter.bucket] = value
         else:  # a diagnostic, by its full name
             stats["other"][name] = value
+    # numeric keys in numeric order, as strings (JSON keys): "0", "1", "2", "4", ... and cluster sizes
+    for when in LENGTHS:
+        stats["length_hist"][when] = {str(k): v for k, v in sorted(stats["length_hist"][when].items())}
+    stats["near_dup_clusters"] = {str(k): v for k, v in sorted(stats["near_dup_clusters"].items())}
     dropped, dead = sum(stats["dropped"].values()), sum(stats["dead_letter"].values())
     stats["dropped_total"], stats["dead_letter_total"] = dropped, dead
     for entry in stats["files"].values():

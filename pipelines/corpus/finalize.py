@@ -29,9 +29,12 @@ import xxhash
 from core import storage
 from pipelines.corpus import clean
 from pipelines.corpus.accounting import (
+    Tally,
+    chars_counter,
     count_rejected,
     increment,
     kept_counter,
+    length_counter,
     lines_removed_counter,
     rejected_counter_of,
     weight,
@@ -138,6 +141,12 @@ class _FinalPass(beam.DoFn):
     def __init__(self, opts: CorpusOptions, spill_dir: str, tmp_dir: str):
         self.opts, self.spill_dir, self.tmp_dir = opts, spill_dir, tmp_dir
 
+    def start_bundle(self):
+        self.tally = Tally()
+
+    def finish_bundle(self):
+        self.tally.flush()
+
     def process(self, kv, count):
         name, verdicts = kv
         verdicts = dict(verdicts)
@@ -160,6 +169,9 @@ class _FinalPass(beam.DoFn):
                 count_rejected(rec)
                 yield beam.pvalue.TaggedOutput(REJECTED, rec)
             for out in kept:
+                chars = sum(len(sentence) for sentence in out["sentences"])
+                self.tally.add(chars_counter("kept", out["source"]), chars)
+                self.tally.add(length_counter("after", chars))
                 by_shard.setdefault(shard_of(out["id"], count), []).append((str(out["id"]), dumps(out)))
         if verdicts:
             raise RuntimeError(f"spill file {name}: verdicts for {len(verdicts)} documents it does not hold")

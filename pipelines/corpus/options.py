@@ -15,6 +15,8 @@ from core.config_cli import opt, section
 from core.errors import UserError
 
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
+PII_MODES = ("redact", "drop", "keep")
+DECONTAMINATE_MODES = ("document", "sentence")
 
 MAX_DEAD_LETTER_FRACTION = 0.01
 """`--max-dead-letter-fraction`: past this share of the records read in the dead letter, the stage
@@ -131,6 +133,73 @@ class CleaningOptions:
 
 
 @dataclass(frozen=True)
+class CurationOptions:
+    """Language identification, personal data and evaluation sets kept out (docs/langid.md,
+    docs/pii.md, docs/decontamination.md)."""
+
+    languages: str = opt(
+        "zh",
+        "keep documents (and lines) in these languages, comma-separated ISO 639 codes as the "
+        "language model names them (zh, yue, ja, en, ...); `off`: no language identification [%(default)s]",
+    )
+    """The corpus sources are Chinese, so `zh`: a Japanese, Korean or English document is dropped as
+    `wrong_language`, and a Chinese document's foreign-language lines are removed (line rule
+    `foreign_language`). Written Cantonese is `yue`: `--languages zh,yue` keeps it."""
+    min_language_confidence: float = opt(
+        0.5, "a document's language counts only at this model confidence or more [%(default)s]"
+    )
+    """Below it the language is `unknown` (dropped unless `unknown` is listed in --languages)."""
+    pii: str = opt(
+        "redact",
+        "personal data (phone, ID and bank card numbers, e-mail and IP addresses, QQ and WeChat "
+        "ids): redact (typed placeholders), drop (the document) or keep [%(default)s]",
+        choices=PII_MODES,
+    )
+    """Redacted by default: a pretrained model can reproduce what it saw, and a number of the right
+    shape is no loss to the language it learns."""
+    decontaminate: tuple[str, ...] = opt(
+        (),
+        "evaluation set to keep out of the corpus, repeatable: a file `albert finetune` reads (or "
+        "plain text, one example per line, .txt) or a bundled task (its dev and test sets)",
+        repeat=True,
+        metavar="FILE|TASK",
+    )
+    """Documents sharing a long character n-gram with an evaluation example are removed (or only the
+    matching sentences): the gate then never rewards memorising a test set. The flows pass their
+    fine-tuning tasks by default."""
+    decontaminate_mode: str = opt(
+        "document",
+        "remove the whole document that shares an n-gram with an evaluation example, or only the "
+        "matching sentences [%(default)s]",
+        choices=DECONTAMINATE_MODES,
+    )
+    decontaminate_ngram: int = opt(
+        13, "characters in the n-grams compared with the evaluation sets [%(default)s]"
+    )
+
+    def __post_init__(self):
+        if not self.languages.strip():
+            raise UserError("--languages needs at least one language code, or `off`")
+        if not 0.0 <= self.min_language_confidence <= 1.0:
+            raise UserError("min_language_confidence must lie in [0, 1]")
+        if self.pii not in PII_MODES:
+            raise UserError(f"--pii must be one of {', '.join(PII_MODES)}, not {self.pii!r}")
+        if self.decontaminate_mode not in DECONTAMINATE_MODES:
+            raise UserError(
+                f"--decontaminate-mode must be one of {', '.join(DECONTAMINATE_MODES)}, "
+                f"not {self.decontaminate_mode!r}"
+            )
+        _check_positive(self, ("decontaminate_ngram",))
+
+    @property
+    def language_codes(self) -> tuple[str, ...]:
+        """The languages kept, () when language identification is off."""
+        if self.languages.strip() == "off":
+            return ()
+        return tuple(code.strip() for code in self.languages.split(",") if code.strip())
+
+
+@dataclass(frozen=True)
 class DedupOptions:
     """Deduplication: lines repeated across documents (C4-style), exact and near duplicates (MinHash)."""
 
@@ -207,6 +276,9 @@ class CorpusOptions:
 
     reading: ReadingOptions = section(ReadingOptions, "corpus options: reading (defaults in brackets)")
     cleaning: CleaningOptions = section(CleaningOptions, "corpus options: cleaning and quality filters")
+    curation: CurationOptions = section(
+        CurationOptions, "corpus options: languages, personal data, evaluation sets kept out"
+    )
     dedup: DedupOptions = section(DedupOptions, "corpus options: deduplication")
     output: OutputOptions = section(OutputOptions, "corpus options: segmentation and output")
 

@@ -24,11 +24,15 @@ import apache_beam as beam
 from core import storage
 from pipelines.corpus import clean
 from pipelines.corpus.accounting import (
+    Tally,
+    chars_counter,
     count_rejected,
     diagnostic_counter,
     file_counter,
     increment,
+    length_counter,
     lines_removed_counter,
+    near_cluster_counter,
     read_counter,
 )
 from pipelines.corpus.dedup import Deduplicate
@@ -130,14 +134,19 @@ class _Clean(beam.DoFn):
 
     def start_bundle(self):
         self.spill = SpillWriter(self.spill_dir)
+        self.tally = Tally()
 
     def finish_bundle(self):
         self.spill.close()  # before the bundle's outputs (the handles) are committed
+        self.tally.flush()
 
     def process(self, record):
         if "error" in record:
             rec = clean.rejected_unreadable(record)
         else:
+            raw_chars = len(record["text"])
+            self.tally.add(chars_counter("read", record["source"]), raw_chars)
+            self.tally.add(length_counter("before", raw_chars))
             try:
                 verdict, rec, removed = clean.clean_record(record, self.opts, self.convert)
                 if verdict == "doc":
@@ -207,6 +216,12 @@ def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
     fingerprints = {tag: cleaned[tag] for tag in (HASHES, HANDLES, LINES)}
     spill_dir = storage.join(tmp, SPILL_DIR)
     exact, near, line_removals = fingerprints | "Deduplicate" >> Deduplicate(opts, spill_dir)
+    _ = (  # near-duplicate cluster sizes for stats.json (the survivor and the ids removed for it)
+        near
+        | "SurvivorOf" >> beam.Map(lambda kv: (kv[1], 1))
+        | "RemovedPerSurvivor" >> beam.CombinePerKey(sum)
+        | "CountClusters" >> beam.Map(lambda kv: increment(near_cluster_counter(kv[1] + 1)))
+    )
     # Shard count from the characters cleaned (before dedup): known before the final pass, so the
     # final pass writes each kept document straight into its shard's piece.
     shard_count = (

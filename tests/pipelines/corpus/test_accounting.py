@@ -101,3 +101,62 @@ def test_stats_from_counters_files_each_family_where_it_belongs():
     assert stats["files"] == {key: {"read": 10, "listed": 10}}
     assert stats["other"] == {"index_unreadable/zhwiki": 1, "lines/boilerplate_keys": 2}
     assert stats["invariant"]["holds"] and stats["index_invariant"]["holds"]
+
+
+def test_the_report_families_round_trip_and_land_in_their_stats_keys():
+    from pipelines.corpus.accounting import (
+        chars_counter,
+        language_counter,
+        length_bucket,
+        length_counter,
+        near_cluster_counter,
+        pii_counter,
+    )
+
+    assert [length_bucket(n) for n in (0, 1, 2, 3, 4, 7, 8, 1000, 1 << 30)] == [
+        0,
+        1,
+        2,
+        2,
+        4,
+        4,
+        8,
+        512,
+        1 << 20,
+    ]
+    assert parse_counter(chars_counter("kept", "zhwiki")) == CounterName(
+        "chars", source="zhwiki", detail="kept"
+    )
+    assert parse_counter(length_counter("before", 1000)) == CounterName("length", detail="before", bucket=512)
+    assert parse_counter(language_counter("ja")) == CounterName("language", detail="ja")
+    assert parse_counter(pii_counter("email")) == CounterName("pii", detail="email")
+    assert parse_counter(near_cluster_counter(3)) == CounterName("near_cluster", bucket=3)
+    counters = {
+        read_counter("text"): 3,
+        kept_counter("text"): 3,
+        chars_counter("read", "text"): 900,
+        chars_counter("kept", "text"): 700,
+        length_counter("before", 300): 2,
+        length_counter("before", 3): 1,
+        length_counter("after", 300): 3,
+        language_counter("zh"): 3,
+        pii_counter("mobile_phone"): 2,
+        near_cluster_counter(12): 1,
+        near_cluster_counter(2): 4,
+    }
+    stats = stats_from_counters(counters)
+    assert stats["chars"] == {"read": {"text": 900}, "kept": {"text": 700}}
+    # buckets in numeric order, keyed by their lower bound as a string (JSON)
+    assert list(stats["length_hist"]["before"].items()) == [("2", 1), ("256", 2)]
+    assert stats["length_hist"]["after"] == {"256": 3}
+    assert stats["languages"] == {"zh": 3} and stats["pii"] == {"mobile_phone": 2}
+    assert list(stats["near_dup_clusters"].items()) == [("2", 4), ("12", 1)]
+    assert stats["other"] == {} and stats["invariant"]["holds"]
+
+
+@pytest.mark.parametrize(
+    "name", ["chars/written/text", "chars/read", "length/before/x", "length/during/4", "near_cluster/two"]
+)
+def test_a_report_counter_of_the_wrong_shape_is_refused(name):
+    with pytest.raises(ValueError, match="corpus counter"):
+        parse_counter(name)
