@@ -31,6 +31,7 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from core import config_cli, lock, storage
+from core.manifest import MANIFEST
 from flows.evaluate import (
     baseline_cache_dir,
     eval_json_path,
@@ -42,6 +43,7 @@ from flows.evaluate import (
 from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promote_checks import Checked, check_inputs, open_registry
 from flows.stage import DEFAULT_ROOT
+from promotion.decontamination import coverage, task_of
 from promotion.downstream import downstream_baselines, downstream_pairs, with_downstream
 from promotion.gate import GateConfig, decide
 from promotion.gate_report import promotion_markdown
@@ -84,6 +86,14 @@ def evaluate_afresh(
 
 @stage_flow("promote")
 @lock.scope()  # the registry's lock (open_registry) is held until the promotion ends
+def corpus_manifest(corpus_dir: str | None) -> dict | None:
+    """The manifest of the candidate's corpus, when its lineage names one that has it."""
+    if not corpus_dir:
+        return None
+    path = storage.join(corpus_dir, MANIFEST)
+    return storage.read_json(path) if storage.exists(path) else None
+
+
 def promote(
     candidate: str,
     registry: str = DEFAULT_REGISTRY,
@@ -124,12 +134,16 @@ def promote(
     cand = evaluate_afresh(checked.candidate, checked, storage_root, max_batches)
     production_dir = checked.production and checked.registry.url(checked.production)
     prod = evaluate_afresh(production_dir, checked, storage_root, max_batches) if production_dir else None
+    pairs = downstream_pairs(downstream)
     decision = decide(
         cand.sample,
         prod.sample if prod else None,
         checked.gate,
         cand.baseline_sample,
-        downstream_pairs(downstream),
+        pairs,
+        decontaminated=coverage(
+            sorted({t for t in map(task_of, pairs) if t}), corpus_manifest(lineage.get("corpus_dir"))
+        ),
     )
     cand_metrics, prod_metrics = with_downstream(cand.metrics, prod.metrics if prod else None, downstream)
     result = gate_and_promote(

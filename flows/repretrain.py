@@ -86,7 +86,8 @@ def repretrain(
     resources). micro_batch_size: per-rank micro-batch, "auto" = from the GPU's memory.
     pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a
     frozen eval set (instances folder); default: this run's eval split. finetune_tasks: downstream
-    tasks for the fine-tuning comparison and the gate's downstream checks (finetune_args go to each). init_checkpoint: warm-start from
+    tasks for the fine-tuning comparison and the gate's downstream checks (finetune_args go to each);
+    their dev and test sets are kept out of the corpus unless corpus_options gives "decontaminate". init_checkpoint: warm-start from
     this checkpoint instead of production. seed: of every stage (vocabulary sample, instances,
     pretraining). Returns every stage's result and the promotion decision.
 
@@ -117,6 +118,10 @@ def repretrain(
         ],
         "repretrain",
     )
+    if finetune_tasks and "decontaminate" not in corpus_options:
+        # The tasks the gate compares on are kept out of the corpus (their dev and test sets): the
+        # gate refuses a task the candidate's corpus was not decontaminated against.
+        corpus_options = {**corpus_options, "decontaminate": list(finetune_tasks)}
     corpus = build_corpus(
         sources=sources,
         storage_root=root,

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import UserError
+from promotion.decontamination import refused_tasks, task_of
 from promotion.downstream_stats import paired_difference, require_comparable
 from promotion.gate_report import format_p, vs_label
 from promotion.samples import Baselines, DownstreamSample, EvalSample
@@ -369,9 +370,15 @@ def decide(
     gate: GateConfig = GateConfig(),
     baselines: Baselines | None = None,
     downstream: DownstreamPair | Sequence[DownstreamPair] | None = None,
+    decontaminated: dict[str, bool | None] | None = None,
 ) -> Decision:
     """Gate a candidate against production (`reference`), or against the trivial baselines when there
     is no production model yet (first promotion).
+
+    decontaminated: per downstream task, whether the candidate's corpus was decontaminated against the
+    task's evaluation sets (True), not (False), or unknown (None: no corpus lineage). A task whose
+    sets were not kept out is not compared and the candidate is not promoted: the gate would reward
+    a model that memorised the test set. An unknown one is compared, and a reason says so.
 
     downstream: a (candidate, production) pair of DownstreamSample (either may be None), or a list of
     such pairs, one per task; the two sides of a task must have the same metric and fine-tuning seeds.
@@ -417,6 +424,8 @@ def decide(
             )
 
     pairs = _downstream_pairs(downstream)
+    refused = refused_tasks([task_of(pair) for pair in pairs], decontaminated or {}, reasons)
+    pairs = [pair for pair in pairs if task_of(pair) not in refused]
     if "downstream_accuracy" in gate.secondary:  # the secondary's one name switches every task on
         secondary += _downstream_checks(pairs, eps, reasons)
     elif any(c is not None or p is not None for c, p in pairs):
@@ -433,4 +442,5 @@ def decide(
     checks = [primary, *secondary]
     lines = [_primary_reason(primary, gate.alpha)]
     lines += [_secondary_reason(r, gate.alpha, gate.correction, len(secondary), eps) for r in secondary]
-    return Decision(all(c["ok"] for c in checks), lines + reasons, checks, info, gate.to_dict())
+    promote = all(c["ok"] for c in checks) and not refused
+    return Decision(promote, lines + reasons, checks, info, gate.to_dict())
