@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from benchmarks import curation
 from benchmarks.report import add_json_argument, report, write_json
 from pipelines.corpus import clean, minhash
 from pipelines.corpus.options import CorpusOptions
@@ -358,15 +359,23 @@ def sweep(originals: int = 200, seed: int = 0, configs=None) -> list[dict]:
 
 
 def run_corpus_bench(
-    originals: int = 200, seed: int = 0, workers: int | None = None, single_core_limit: int | None = None
+    originals: int = 200,
+    seed: int = 0,
+    workers: int | None = None,
+    single_core_limit: int | None = None,
+    curation_copies: int = 16,
 ) -> dict:
-    """All corpus figures as one dict (what `albert bench corpus` reports)."""
+    """All corpus figures as one dict (what `albert bench corpus` reports); `curation_copies` 0 skips
+    the curation on/off runs (benchmarks/curation.py)."""
     with tempfile.TemporaryDirectory(prefix="corpus-bench-") as tmp:
-        return {
+        result = {
             "single_core": single_core_throughput(single_core_limit),
             "pipeline": pipeline_throughput(workers, tmp),
             "dedup": dedup_quality(originals, seed=seed, workers=workers, out_dir=tmp),
         }
+    if curation_copies:
+        result["curation"] = curation.curation_cost(curation_copies, workers or os.cpu_count() or 1)
+    return result
 
 
 def format_table(result: dict) -> str:
@@ -398,6 +407,8 @@ def format_table(result: dict) -> str:
     lines.append(f"  precision (merges with Jaccard >= 0.5): {d['precision']}  over {d['merges']} merges")
     for band, (share, n) in d["merged_share_by_jaccard"].items():
         lines.append(f"  merged share, planted pairs with Jaccard in {band}: {share} ({n} pairs)")
+    if "curation" in result:
+        lines.append(curation.format_table(result["curation"]))
     return "\n".join(lines)
 
 
@@ -407,6 +418,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--sweep", action="store_true", help="compare dedup parameters instead")
+    parser.add_argument(
+        "--curation-copies",
+        type=int,
+        default=16,
+        help="scale corpus of the curation on/off runs, copies of the sample; 0 skips them [%(default)s]",
+    )
     add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.sweep:
@@ -417,7 +434,7 @@ def main(argv=None) -> int:
             print("  ".join(f"{row[k]!s:>14}" for k in keys))
         write_json(rows, args.json)
         return 0
-    result = run_corpus_bench(args.originals, args.seed, args.workers)
+    result = run_corpus_bench(args.originals, args.seed, args.workers, curation_copies=args.curation_copies)
     return report(result, format_table(result), args.json)
 
 

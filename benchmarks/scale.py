@@ -84,7 +84,7 @@ def albert_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "flows.cli", *args]
 
 
-def _env() -> dict:
+def albert_env() -> dict:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -131,7 +131,7 @@ def measure_stage(
     """Run one stage's command, its output to `folder/STAGE.log`, and return its figures (`previous`:
     the figures of the stages before it in this scale)."""
     log = os.path.join(folder, f"{stage}.log")
-    tree = run_measured(cmd, env=_env(), log_path=log, interval=interval)
+    tree = run_measured(cmd, env=albert_env(), log_path=log, interval=interval)
     if tree.returncode:
         with open(log, encoding="utf-8", errors="replace") as f:
             tail = f.read()[-2000:]
