@@ -73,7 +73,11 @@ def test_in_memory_dedup_finds_planted_copies(sample_docs):
 
 @pytest.mark.slow
 def test_run_corpus_bench_reports_every_figure():
-    result = bench.run_corpus_bench(originals=50)
+    result = bench.run_corpus_bench(originals=50, curation_copies=1)
     assert result["pipeline"]["docs_per_s_per_core"] > 0 and result["single_core"]["docs_per_s"]["total"] > 0
     assert result["dedup"]["recall_j_ge_0.8"] >= 0.95 and result["dedup"]["precision"] >= 0.99
-    assert "recall" in bench.format_table(result)
+    runs = result["curation"]["runs"]
+    assert runs["off"]["languages"] == {} and runs["on"]["languages"]  # identification ran only when on
+    assert runs["off"]["read"] == runs["on"]["read"] == result["curation"]["documents"]
+    table = bench.format_table(result)
+    assert "recall" in table and "on/off:" in table
