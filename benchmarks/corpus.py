@@ -30,7 +30,6 @@ import time
 
 import numpy as np
 
-from benchmarks import curation
 from benchmarks.report import add_json_argument, report, write_json
 from pipelines.corpus import clean, minhash
 from pipelines.corpus.options import CorpusOptions
@@ -374,6 +373,8 @@ def run_corpus_bench(
             "dedup": dedup_quality(originals, seed=seed, workers=workers, out_dir=tmp),
         }
     if curation_copies:
+        from benchmarks import curation  # it builds on benchmarks.scale_corpus, which imports this module
+
         result["curation"] = curation.curation_cost(curation_copies, workers or os.cpu_count() or 1)
     return result
 
@@ -408,6 +409,8 @@ def format_table(result: dict) -> str:
     for band, (share, n) in d["merged_share_by_jaccard"].items():
         lines.append(f"  merged share, planted pairs with Jaccard in {band}: {share} ({n} pairs)")
     if "curation" in result:
+        from benchmarks import curation
+
         lines.append(curation.format_table(result["curation"]))
     return "\n".join(lines)
 
