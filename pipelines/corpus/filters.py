@@ -254,9 +254,13 @@ def is_sign_off(line: str) -> bool:
     return bool(_SIGN_OFF.match(line))
 
 
+_WORD_CHAR = re.compile(r"[^\W_]")  # a letter, digit or ideograph: what _NON_WORD leaves
+
+
 def has_no_words(line: str) -> bool:
-    """Lines of symbols only (`***`, `———`, `·`): separators, not text."""
-    return not _NON_WORD.sub("", line)
+    """Lines of symbols only (`***`, `———`, `·`): separators, not text. A search that stops at the
+    first word character, not a substitution that copies every line."""
+    return _WORD_CHAR.search(line) is None
 
 
 LINE_RULES: tuple[tuple[str, Callable[[str], bool]], ...] = (
