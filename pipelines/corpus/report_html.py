@@ -269,7 +269,7 @@ def _examples(stats: dict, examples: dict[str, list[dict]]) -> str:
             f"<h3>{escape(reason)} <span class=muted>{total}{count_text(len(found))} shown</span></h3>"
         )
         if not found:
-            out.append('<p class="absent">No example given.</p>')
+            out.append('<p class="muted">No example in the rejected records given.</p>')
         for rec in found:
             outcome = "dead letter" if rec.get("dead_letter") else "dropped"
             rule = f"{rec.get('stage', '')} / {reason}" + (f": {rec['detail']}" if rec.get("detail") else "")
