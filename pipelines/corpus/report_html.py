@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from pipelines.corpus.report_svg import Row, Segment, Series, hbar_chart, histogram
+from pipelines.corpus.report_svg import Row, Segment, Series, bucket_range, hbar_chart, histogram
 
 MAX_BUCKET_POWER = 20  # the last length bucket: 2**20 characters and more (report.length_bucket)
 
@@ -150,23 +150,26 @@ def _lengths(stats: dict) -> str:
         Series(name, tuple(hist.get(key, {}).get(str(b), 0) for b in buckets), css)
         for key, name, css in series_in
     ]
+    last_open = buckets[-1] == 1 << MAX_BUCKET_POWER
     medians = [
-        f"{s.name}: {count_text(sum(s.counts))} documents, median in the bucket from {count_text(_median_bucket(buckets, s.counts))}"
+        f"{s.name}: {count_text(sum(s.counts))} documents, the median one of "
+        f"{bucket_range(buckets, _median_bucket(s.counts), last_open)}"
         for s in series
         if sum(s.counts)
     ]
     legend = '<p class="legend"><i class="before"></i>before cleaning <i class="kept"></i>after (documents kept)</p>'
-    chart = histogram(buckets, series, "document lengths", last_open=buckets[-1] == 1 << MAX_BUCKET_POWER)
+    chart = histogram(buckets, series, "document lengths", last_open)
     return chart + legend + "<ul>" + "".join(f"<li>{escape(m)}</li>" for m in medians) + "</ul>"
 
 
-def _median_bucket(buckets: list[int], counts: tuple[int, ...]) -> int:
+def _median_bucket(counts: tuple[int, ...]) -> int:
+    """The index of the bucket of the median document."""
     half, seen = (sum(counts) + 1) // 2, 0
-    for bucket, count in zip(buckets, counts):
+    for i, count in enumerate(counts):
         seen += count
         if seen >= half:
-            return bucket
-    return buckets[-1]
+            return i
+    return len(counts) - 1
 
 
 def _count_chart(counts: dict[str, int] | None, what: str, css: str, unit: str) -> str:
@@ -211,9 +214,9 @@ def _decontamination(stats: dict) -> str:
         [
             s.get("name", ""),
             s.get("kind", ""),
+            s.get("sha256", "")[:16],
             count_text(s.get("examples", 0)),
             str(s.get("n", "")),
-            s.get("sha256", "")[:16],
         ]
         for s in sets
     ]
@@ -226,7 +229,7 @@ def _decontamination(stats: dict) -> str:
         else ".</p>"
     )
     return removed + _table(
-        ["evaluation set", "kind", "examples", "n-gram (characters)", "sha256 (first 16)"], rows, 2
+        ["evaluation set", "kind", "sha256 (first 16)", "examples", "n-gram (characters)"], rows, 3
     )
 
 
@@ -264,7 +267,8 @@ def _examples(stats: dict, examples: dict[str, list[dict]]) -> str:
     ]
     for reason in order:
         found = examples.get(reason, [])
-        total = f"{count_text(counts[reason])} records, " if reason in counts else ""
+        n = counts.get(reason, 0)
+        total = f"{count_text(n)} record{'' if n == 1 else 's'}, " if reason in counts else ""
         out.append(
             f"<h3>{escape(reason)} <span class=muted>{total}{count_text(len(found))} shown</span></h3>"
         )
@@ -334,8 +338,27 @@ table{border-collapse:collapse;margin:.6em 0}th,td{padding:.2em .7em;border-bott
 .lines{fill:#38a169;background:#38a169}.legend i{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 .8em;vertical-align:-.1em}
 .example{border:1px solid #e2e8f0;border-radius:6px;padding:.4em .8em;margin:.5em 0}
 pre{white-space:pre-wrap;word-break:break-all;background:#f7fafc;padding:.4em;margin:.3em 0;font-size:.9em}
-nav a{margin-right:1em}
+nav{margin:1em 0}nav a{margin-right:1em;white-space:nowrap;line-height:1.8}
+.caption{color:#4a5568}
 """
+
+
+CAPTIONS = {
+    "sources": "Every record read is kept, dropped by a rule, or a dead letter (it could not be read or "
+    "processed). Characters: of the text as read, and of the documents kept.",
+    "drops": "Why records were not kept: one reason per record, that of the first rule that fired.",
+    "lengths": "Characters per document in buckets that double in size: as read, and in the documents kept.",
+    "languages": "The language identified for each document checked.",
+    "pii": "Personal data found in the text (phone numbers, identity and bank card numbers, e-mail and IP "
+    "addresses, QQ/WeChat ids), by kind.",
+    "decontamination": "Text removed because it shares a long character n-gram with an evaluation set, "
+    "so that the evaluation does not reward memorisation.",
+    "near-duplicates": "Clusters of near-duplicate documents (MinHash), by their number of members, the "
+    "survivor included.",
+    "lines": "Lines removed from the documents, by the rule that removed them.",
+    "examples": "",
+    "accounting": "Every record read is accounted for exactly once.",
+}
 
 
 def _sections(stats: dict, examples: dict[str, list[dict]]) -> list[tuple[str, str, str]]:
@@ -356,8 +379,13 @@ def _sections(stats: dict, examples: dict[str, list[dict]]) -> list[tuple[str, s
 def render_html(stats: dict, examples: dict[str, list[dict]], title: str) -> str:
     """report.html: the stats as one self-contained page (inline CSS and SVG, no script)."""
     sections = _sections(stats, examples)
-    nav = "<nav>" + "".join(f'<a href="#{a}">{escape(h)}</a>' for a, h, _ in sections) + "</nav>"
-    body = "".join(f'<section id="{a}"><h2>{escape(h)}</h2>{b}</section>' for a, h, b in sections)
+    nav = "<nav>" + " ".join(f'<a href="#{a}">{escape(h)}</a>' for a, h, _ in sections) + "</nav>"
+    body = "".join(
+        f'<section id="{a}"><h2>{escape(h)}</h2>'
+        + (f'<p class="caption">{escape(CAPTIONS[a])}</p>' if CAPTIONS[a] else "")
+        + f"{b}</section>"
+        for a, h, b in sections
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>"

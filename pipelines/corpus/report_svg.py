@@ -93,7 +93,11 @@ def short_number(n: int) -> str:
     return f"{n >> 10}K" if n >= 1 << 10 else str(n)
 
 
-def _bucket_range(lower: int, upper: int | None) -> str:
+def bucket_range(buckets: list[int], i: int, last_open: bool) -> str:
+    """The characters bucket `i` holds: from its lower bound to the next bucket's, the last one to
+    twice its bound, or without end when `last_open`."""
+    lower = buckets[i]
+    upper = buckets[i + 1] if i + 1 < len(buckets) else (None if last_open else max(1, 2 * lower))
     if upper is None:
         return f"{lower:,} characters or more"
     if upper - lower <= 1:
@@ -121,13 +125,12 @@ def histogram(buckets: list[int], series: list[Series], label: str, last_open: b
         )
     for i, lower in enumerate(buckets):
         x0 = HIST_LEFT + i * group + 2
-        upper = buckets[i + 1] if i + 1 < len(buckets) else (None if last_open else max(1, 2 * lower))
         for j, s in enumerate(series):
             count = s.counts[i]
             if count <= 0:
                 continue
             h = bar_length(count, largest, plot_h)
-            tip = f"{s.name}, {_bucket_range(lower, upper)}: {count:,} documents"
+            tip = f"{s.name}, {bucket_range(buckets, i, last_open)}: {count:,} documents"
             out.append(
                 f'<rect class="{s.css}" x="{_px(x0 + j * bar)}" y="{_px(base - h)}" width="{_px(bar)}" '
                 f'height="{_px(h)}"><title>{escape(tip)}</title></rect>'

@@ -148,6 +148,9 @@ def test_every_section_is_drawn_when_its_stats_are_there():
         html, "decontamination"
     )
     assert "holds" in section(html, "accounting")
+    lengths = section(html, "lengths")
+    assert "<title>before cleaning, 1,024–2,047 characters: 1,100 documents</title>" in lengths
+    assert "3,225 documents, the median one of 512–1,023 characters" in lengths
 
 
 def test_sections_an_old_stats_json_lacks_are_noted_not_drawn():
