@@ -16,6 +16,7 @@ Timed with time.process_time (CPU seconds of this process):
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -40,9 +41,14 @@ REASONS = (
 )  # fmt: skip
 
 
+@functools.cache
+def _articles() -> list[dict]:
+    return list(read_peoples_daily({"kind": "peoples-daily", "path": ""}, hold_out_ner_eval=False))
+
+
 def rejected_shard(path: str, records: int) -> None:
     """`records` rejected records made of the sample's articles, one gzipped shard sorted by id."""
-    articles = list(read_peoples_daily({"kind": "peoples-daily", "path": ""}, hold_out_ner_eval=False))
+    articles = _articles()
     out = []
     for i in range(records):
         article = articles[i % len(articles)]
