@@ -26,9 +26,9 @@ import time
 
 from benchmarks.report import add_json_argument, module_main, report
 from pipelines.corpus import clean
+from pipelines.corpus.accounting import length_bucket
 from pipelines.corpus.report import (
     examples_by_reason,
-    length_bucket,
     rejected_records,
     render_html,
     render_markdown,

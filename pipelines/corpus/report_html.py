@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from html import escape
 
+from pipelines.corpus.accounting import MAX_LENGTH_BUCKET
 from pipelines.corpus.report_svg import Row, Segment, Series, bucket_range, hbar_chart, histogram
-
-MAX_BUCKET_POWER = 20  # the last length bucket: 2**20 characters and more (report.length_bucket)
 
 # --- figures ---------------------------------------------------------------------------------------------
 
@@ -150,7 +149,7 @@ def _lengths(stats: dict) -> str:
         Series(name, tuple(hist.get(key, {}).get(str(b), 0) for b in buckets), css)
         for key, name, css in series_in
     ]
-    last_open = buckets[-1] == 1 << MAX_BUCKET_POWER
+    last_open = buckets[-1] == MAX_LENGTH_BUCKET
     medians = [
         f"{s.name}: {count_text(sum(s.counts))} documents, the median one of "
         f"{bucket_range(buckets, _median_bucket(s.counts), last_open)}"

@@ -1,4 +1,5 @@
-"""Run the corpus stage end to end: plan, run the Beam pipeline, write stats.json, then manifest.json.
+"""Run the corpus stage end to end: plan, run the Beam pipeline, write stats.json and report.html, then
+manifest.json.
 
 `run_corpus` is what `albert corpus` calls; tests and the benchmark call it directly.
 """
@@ -29,6 +30,7 @@ from pipelines.corpus.accounting import (
 )
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
+from pipelines.corpus.report import REPORT, write_report
 from pipelines.corpus.sources import plan_sources
 
 STATS = "stats.json"
@@ -138,7 +140,7 @@ def describe_inputs(items: list[dict]) -> list[dict]:
 
 
 def _previous_outputs(out_dir: str) -> list[str]:
-    patterns = ["docs-*.jsonl.gz", "rejected-*.jsonl.gz", STATS, MANIFEST]
+    patterns = ["docs-*.jsonl.gz", "rejected-*.jsonl.gz", STATS, REPORT, MANIFEST]
     return [p for pat in patterns for p, _ in storage.match(storage.join(out_dir, pat))]
 
 
@@ -208,6 +210,9 @@ def run_corpus(
     # stats.json holds only what the inputs determine (its hash keys the downstream stages); the
     # run time goes to the manifest.
     storage.write_json(storage.join(out_dir, STATS), stats)
+    # report.html for people, also when the checks below fail (it shows why). Its title names the
+    # sources, not out_dir: the same inputs give the same bytes in any folder.
+    write_report(out_dir, stats, "Corpus report: " + ", ".join(sources))
     # The counters and the files written must tell the same story, and nothing may go missing.
     problems = accounting_problems(stats, written)
     try:
@@ -236,10 +241,5 @@ def run_corpus(
             "lost": lost_summary(stats),
         },
         outputs=[{k: s[k] for k in ("file", "records", "bytes", "sha256")} for s in summaries]
-        + [
-            {
-                "file": STATS,
-                "sha256": storage.sha256(storage.join(out_dir, STATS)),
-            }
-        ],
+        + [{"file": name, "sha256": storage.sha256(storage.join(out_dir, name))} for name in (STATS, REPORT)],
     )

@@ -35,6 +35,9 @@ def test_chain_writes_every_stage_and_artifacts(chain):
     rows = json.loads(stats.data)
     assert {"outcome": "kept", "reason": "", "documents": r["corpus"]["counts"]["kept"]} in rows
     assert rows[-1]["documents"] == "holds"
+    report = read_artifact("corpus-report").data  # the short form of the corpus folder's report.html
+    assert f"{r['corpus']['counts']['kept']:,}" in report and "report.html" in report
+    assert os.path.exists(os.path.join(r["corpus"]["dir"], "report.html"))
     inst = json.loads(read_artifact("instance-stats").data)
     assert [row["split"] for row in inst] == ["train", "eval"]
     assert 0.4 < inst[0]["sop_swapped_fraction"] < 0.6

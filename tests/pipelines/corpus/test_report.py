@@ -119,11 +119,6 @@ def svg_rects(fragment: str) -> list[ET.Element]:
 # --- the pure functions -----------------------------------------------------------------------------------
 
 
-def test_length_bucket_is_the_power_of_two_lower_bound():
-    cases = {0: 0, -3: 0, 1: 1, 2: 2, 3: 2, 4: 4, 1023: 512, 1024: 1024, 2**20: 2**20, 10**9: 2**20}
-    assert {n: report.length_bucket(n) for n in cases} == cases
-
-
 def test_excerpts_and_names_are_escaped():
     stats = full_stats()
     stats["dropped"]["<img src=x>"] = 1
