@@ -11,12 +11,12 @@ Kinds (the stats.json counter names) and their placeholders:
 
     mobile    <PHONE>      1[3-9]x, 11 digits; +86 / 0086; 138-1234-5678, 138 1234 5678
     landline  <PHONE>      0xx / 0xxx area code + 7-8 digits (brackets, -, —, space; extension),
-                           or 7-8 digits after 电话/联系电话/热线/传真/座机/Tel/Fax, and numbers listed after one
+                           or 7-8 digits after 电话/热线/传真/座机/拨打/拨通/致电/Tel/Fax, and numbers listed after one
     id_number <ID_NUMBER>  18-digit resident identity number: province code, birth date 1900-2029,
                            ISO 7064 MOD 11-2 check digit (X allowed)
     bank_card <BANK_CARD>  16-19 digits (plain or in groups of 4): Luhn, issuer prefix 3/4/5/6/9
     email     <EMAIL>      local@domain.tld
-    ipv4      <IP>         four octets <= 255; not after a version word, not four one-digit octets
+    ipv4      <IP>         four octets <= 255; not after a version word; 1.x-9.x only after an address word
     ipv6      <IP>         full or :: compressed (validated by the standard library's ipaddress)
     qq        <QQ>         5-11 digits after QQ/qq/Q号/扣扣/企鹅号 (+号/号码) and : ： 是 为 or nothing
     wechat    <WECHAT>     an id after 微信/微信号/WeChat/weixin/vx/wx/V信 and : ： 是 为 or nothing
@@ -63,8 +63,13 @@ class Scrubbed(NamedTuple):
 
 
 # --- the cheap prefilter: most lines of news have none of these, and cost one search ---------------
-_KEYWORDS = r"QQ|qq|Qq|Q号|扣扣|企鹅号|微信|[Ww]e[Cc]hat|weixin|[Vv]信|[VvWw][Xx]|电话|热线|传真|座机|[Tt]el|TEL|[Ff]ax|FAX"
-_PREFILTER = re.compile(rf"\d{{5}}|\d[ \-—]\d{{4}}|\d\.\d{{1,3}}\.\d|@|:[0-9A-Fa-f]{{0,4}}:|{_KEYWORDS}")
+# One character class first (sre then skips every other character in C), the rest checked only
+# where it matched: a run of 5 digits, a digit group after a separator, a dotted quad's start, @, a
+# colon group (IPv6) or a WeChat keyword (its ids need no digits; every other kind has >= 5 digits).
+_PREFILTER = re.compile(
+    r"[0-9@:微WwVv](?:(?<=\d)(?:\d{4}|[ \-—]\d{4}|\.\d{1,3}\.\d)|(?<=@)|(?<=:)[0-9A-Fa-f]{0,4}:"
+    r"|(?<=微)信|(?<=[Ww])e[Cc]hat|(?<=w)eixin|(?<=[Vv])信|(?<=[VvWw])[Xx])"
+)
 
 # --- candidates ---------------------------------------------------------------------------------------
 # Digits are bounded by anything but digits and Latin letters (serial numbers, model names), and a
@@ -81,7 +86,7 @@ _LANDLINE = re.compile(
     rf"{_START}(?:[(（]{_AREA}[)）]\s?|{_AREA}[-—\s]?)[2-9]\d{{6,7}}{_EXTENSION}{_END}"
 )
 _LOCAL_AFTER_KEYWORD = re.compile(
-    rf"(?:电话|热线|传真|座机|(?<![A-Za-z])(?:Tel|TEL|tel|Fax|FAX))(?:号码)?{_SEP}([2-9]\d{{6,7}}){_EXTENSION}{_END}"
+    rf"(?:电话|热线|传真|座机|拨打|拨通|致电|(?<![A-Za-z])(?:Tel|TEL|tel|Fax|FAX))(?:号码)?{_SEP}([2-9]\d{{6,7}}){_EXTENSION}{_END}"
 )
 _LISTED_LOCAL = re.compile(rf"\s*(?:[、，,/]|或)\s*([2-9]\d{{6,7}}){_EXTENSION}{_END}")
 _ID = re.compile(r"(?<![0-9A-Za-z])[1-9]\d{5}(?:19\d\d|20[0-2]\d)\d{7}[\dXx](?![0-9A-Za-z])")
@@ -93,6 +98,7 @@ _EMAIL = re.compile(
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 _IPV4 = re.compile(rf"(?<![0-9A-Za-z.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9A-Za-z]|\.\d)")
 _VERSION_BEFORE = re.compile(r"(?:版本|版本号|[Vv]ersion|[Vv]er|[Vv])[\s:：.号为是]*$")
+_IP_WORD_BEFORE = re.compile(r"IP|ip|Ip|地址|服务器|主机|[Hh]ost|网关|DNS|登录|登陆|访问")
 _IPV6 = re.compile(r"(?<![0-9A-Za-z:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![0-9A-Za-z:]|\.\d)")
 _QQ = re.compile(rf"(?<![A-Za-z])(?:QQ|qq|Qq|Q号|扣扣|企鹅号)(?:号码|号)?{_SEP}([1-9]\d{{4,10}})(?![0-9A-Za-z])")
 _WECHAT = re.compile(
@@ -147,9 +153,15 @@ def is_bank_card(digits: str) -> bool:
 
 
 def _is_ipv4(text: str, m: re.Match) -> bool:
-    if all(len(octet) == 1 for octet in m.group().split(".")):
-        return False  # 1.2.3.4: a version or section number far more often than an address
-    return not _VERSION_BEFORE.search(text, max(0, m.start() - 12), m.start())
+    """A dotted quad is an address unless a version word comes right before it; one whose first
+    octet has a single digit (1.30.90.5: a table row of decimals run together; 1.2.3.4: a section
+    or version number) only with an address word (IP, 地址, 服务器, ...) in the 12 characters before."""
+    before = max(0, m.start() - 12)
+    if _VERSION_BEFORE.search(text, before, m.start()):
+        return False
+    if m.group()[1] == ".":
+        return _IP_WORD_BEFORE.search(text, before, m.start()) is not None
+    return True
 
 
 def _is_ipv6(s: str) -> bool:
