@@ -28,6 +28,7 @@ nothing inside a URL is touched, nor anything shortly after `ISBN`.
 
 from __future__ import annotations
 
+import calendar
 import ipaddress
 import re
 from typing import NamedTuple
@@ -82,9 +83,7 @@ _MOBILE = re.compile(
 )
 _AREA = r"0(?:10|2\d|[3-9]\d{2})"
 _EXTENSION = r"(?:(?:转|-|ext\.?|分机)\d{1,5})?"
-_LANDLINE = re.compile(
-    rf"{_START}(?:[(（]{_AREA}[)）]\s?|{_AREA}[-—\s]?)[2-9]\d{{6,7}}{_EXTENSION}{_END}"
-)
+_LANDLINE = re.compile(rf"{_START}(?:[(（]{_AREA}[)）]\s?|{_AREA}[-—\s]?)[2-9]\d{{6,7}}{_EXTENSION}{_END}")
 _LOCAL_AFTER_KEYWORD = re.compile(
     rf"(?:电话|热线|传真|座机|拨打|拨通|致电|(?<![A-Za-z])(?:Tel|TEL|tel|Fax|FAX))(?:号码)?{_SEP}([2-9]\d{{6,7}}){_EXTENSION}{_END}"
 )
@@ -100,7 +99,9 @@ _IPV4 = re.compile(rf"(?<![0-9A-Za-z.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9A-Za-z]
 _VERSION_BEFORE = re.compile(r"(?:版本|版本号|[Vv]ersion|[Vv]er|[Vv])[\s:：.号为是]*$")
 _IP_WORD_BEFORE = re.compile(r"IP|ip|Ip|地址|服务器|主机|[Hh]ost|网关|DNS|登录|登陆|访问")
 _IPV6 = re.compile(r"(?<![0-9A-Za-z:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![0-9A-Za-z:]|\.\d)")
-_QQ = re.compile(rf"(?<![A-Za-z])(?:QQ|qq|Qq|Q号|扣扣|企鹅号)(?:号码|号)?{_SEP}([1-9]\d{{4,10}})(?![0-9A-Za-z])")
+_QQ = re.compile(
+    rf"(?<![A-Za-z])(?:QQ|qq|Qq|Q号|扣扣|企鹅号)(?:号码|号)?{_SEP}([1-9]\d{{4,10}})(?![0-9A-Za-z])"
+)
 _WECHAT = re.compile(
     r"(?<![A-Za-z])(?:微信号码|微信号|微信|WeChat|Wechat|wechat|weixin|[Vv]信|vx|VX|Vx|wx|WX)(?:ID|id)?"
     r"\s*([:：]|是|为)?\s*([A-Za-z][A-Za-z0-9_-]{5,19}|1[3-9]\d{9}|[1-9]\d{4,10})(?![0-9A-Za-z_-])"
@@ -126,16 +127,22 @@ def id_check_digit(first17: str) -> str:
     return _ID_CHECK[sum(int(d) * w for d, w in zip(first17, _ID_WEIGHTS, strict=True)) % 11]
 
 
+def _id_shaped(s: str, date: bool = True) -> bool:
+    """18 characters starting with a province code and a birth year 1900-2029 (and with `date` a
+    valid birth date)."""
+    if len(s) != 18 or s[:2] not in _PROVINCES or not 1900 <= (year := int(s[6:10])) <= 2029:
+        return False
+    if not date:
+        return True
+    month, day = int(s[10:12]), int(s[12:14])
+    if not (1 <= month <= 12 and 1 <= day <= _DAYS[month - 1]):
+        return False
+    return (month, day) != (2, 29) or calendar.isleap(year)
+
+
 def is_id_number(s: str) -> bool:
-    """18 characters: a province code, a valid birth date (1900-2029), the right check digit."""
-    if len(s) != 18 or s[:2] not in _PROVINCES:
-        return False
-    year, month, day = int(s[6:10]), int(s[10:12]), int(s[12:14])
-    if not (1900 <= year <= 2029 and 1 <= month <= 12 and 1 <= day <= _DAYS[month - 1]):
-        return False
-    if month == 2 and day == 29 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
-        return False
-    return id_check_digit(s[:17]) == s[17].upper()
+    """A province code, a valid birth date (1900-2029) and the right check digit."""
+    return _id_shaped(s) and id_check_digit(s[:17]) == s[17].upper()
 
 
 def luhn_ok(digits: str) -> bool:
@@ -149,7 +156,15 @@ def luhn_ok(digits: str) -> bool:
 
 
 def is_bank_card(digits: str) -> bool:
-    return 16 <= len(digits) <= 19 and digits[0] in CARD_PREFIXES and luhn_ok(digits)
+    """16-19 digits, an issuer prefix, Luhn; an 18-digit number with an identity number's province
+    code and birth year (a mistyped identity number) is not taken for a card: random card digits
+    have them once in ~250."""
+    return (
+        16 <= len(digits) <= 19
+        and digits[0] in CARD_PREFIXES
+        and luhn_ok(digits)
+        and not _id_shaped(digits, date=False)
+    )
 
 
 def _is_ipv4(text: str, m: re.Match) -> bool:
