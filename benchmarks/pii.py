@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import random
+import re
 import time
 from dataclasses import dataclass
 
@@ -202,6 +203,20 @@ def _table_row(rng):
     return label + rng.choice([" ", ""]) + rng.choice([" ", ""]).join(cols)
 
 
+def _table_phone_like(rng):
+    """A statistics row with an 11-digit figure starting 13-19 (or 3-4-4 columns) among shorter ones."""
+    cols = [rng.choice("123456789") + _digits(rng, rng.randint(1, 5)) for _ in range(rng.randint(2, 4))]
+    cols = [c + (f".{_digits(rng, 1)}" if rng.random() < 0.5 else "") for c in cols]
+    figure = rng.choice(
+        [
+            f"1{rng.choice('3456789')}{_digits(rng, 9)}",
+            f"1{rng.choice('3589')}{_digits(rng, 1)} {_digits(rng, 4)} {_digits(rng, 4)}",
+        ]
+    )
+    cols.insert(rng.randrange(len(cols) + 1), figure)
+    return rng.choice(["营业收入（元）", "1997年", "合计", "上海"]) + " " + " ".join(cols)
+
+
 LOOKALIKES = {
     "date": lambda rng: f"会议于{_date(rng)}召开。",
     "price": lambda rng: rng.choice(
@@ -230,6 +245,7 @@ LOOKALIKES = {
         ]
     ),
     "table_row": _table_row,
+    "table_phone_like": _table_phone_like,
     "version": lambda rng: rng.choice(
         [
             f"软件升级到版本{rng.randint(1, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}.{rng.randint(0, 999)}。",
@@ -325,18 +341,29 @@ def evaluate(items: list[Planted]) -> dict:
     return {"per_kind": per_kind, "all": total, "lookalikes": lookalike}
 
 
-def card_prefix_ablation(items: list[Planted]) -> dict:
-    """bank_card found on the set and look-alike documents touched, without the issuer-prefix check."""
-    kept = pii.CARD_PREFIXES
-    try:
-        pii.CARD_PREFIXES = "0123456789"
-        q = evaluate(items)
-    finally:
-        pii.CARD_PREFIXES = kept
-    return {
-        "bank_card": q["per_kind"]["bank_card"],
-        "lookalikes_touched": sum(r["touched"] for r in q["lookalikes"].values()),
-    }
+ABLATIONS = {  # rule -> (module attribute, the value that turns the rule off)
+    "card issuer prefix": ("CARD_PREFIXES", "0123456789"),
+    "table-row figures": ("_TABLE_KINDS", frozenset()),
+    "address word for 1.x-9.x quads": ("_IP_WORD_BEFORE", re.compile("")),
+}
+
+
+def ablations(items: list[Planted]) -> dict:
+    """Precision, recall and look-alike documents touched with each rule turned off in turn."""
+    out = {}
+    for rule, (name, off) in ABLATIONS.items():
+        kept = getattr(pii, name)
+        try:
+            setattr(pii, name, off)
+            q = evaluate(items)
+        finally:
+            setattr(pii, name, kept)
+        out[rule] = {
+            "precision": q["all"]["precision"],
+            "recall": q["all"]["recall"],
+            "lookalikes_touched": {k: r["touched"] for k, r in q["lookalikes"].items() if r["touched"]},
+        }
+    return out
 
 
 def sample_documents() -> list[list[str]]:
@@ -398,14 +425,15 @@ def table(result: dict) -> str:
         lines.append(f"| {name} | {r['documents']} | {r['touched']} | {r['matches']} |")
         for example in r["examples"]:
             lines.append(f"|  e.g. | {'; '.join(example)} | | |")
-    a = result["without_card_prefix_check"]
-    touched = sum(r["touched"] for r in q["lookalikes"].values())
+    touched = {k: r["touched"] for k, r in q["lookalikes"].items() if r["touched"]}
     lines += [
         "",
-        f"issuer prefix check ({pii.CARD_PREFIXES}): bank_card precision {_fmt(q['per_kind']['bank_card']['precision'])}, "
-        f"look-alike documents touched {touched}; without it: precision {_fmt(a['bank_card']['precision'])}, "
-        f"touched {a['lookalikes_touched']}",
+        "| rule turned off | precision | recall | look-alike documents touched |",
+        "|---|---|---|---|",
     ]
+    lines.append(f"| (none) | {_fmt(q['all']['precision'])} | {_fmt(q['all']['recall'])} | {touched} |")
+    for rule, r in result["ablations"].items():
+        lines.append(f"| {rule} | {_fmt(r['precision'])} | {_fmt(r['recall'])} | {r['lookalikes_touched']} |")
     found = result["natural"]
     lines += [
         "",
@@ -438,7 +466,7 @@ def run(args: argparse.Namespace) -> int:
             "lookalikes": sum(1 for i in items if not i.gold),
         },
         "planted": evaluate(items),
-        "without_card_prefix_check": card_prefix_ablation(items),
+        "ablations": ablations(items),
         "natural": natural_findings(docs),
         "cost": cost(docs, args.repeats),
     }

@@ -23,7 +23,8 @@ Kinds (the stats.json counter names) and their placeholders:
 
 Only the value is replaced, a keyword stays: `QQ：12345678` -> `QQ：<QQ>`. Digits are never matched
 inside a longer run of digits or letters, before a unit (元, 万, 年, 号, ...), or as part of a decimal;
-nothing inside a URL is touched, nor anything shortly after `ISBN`.
+nothing inside a URL is touched, nor anything shortly after `ISBN`, nor a phone or card number with a
+short number, a decimal or a percentage as its whitespace-separated neighbour (a table row).
 """
 
 from __future__ import annotations
@@ -107,6 +108,11 @@ _WECHAT = re.compile(
     r"\s*([:：]|是|为)?\s*([A-Za-z][A-Za-z0-9_-]{5,19}|1[3-9]\d{9}|[1-9]\d{4,10})(?![0-9A-Za-z_-])"
 )
 _WECHAT_NOT_IDS = {"wechat", "weixin", "official", "number", "account"}
+# A figure in a table row: a whitespace-separated neighbour that is a short number, a decimal or a
+# percentage (`1997年 13526789012 14.5`); a list of phone numbers has only long numbers around them.
+_NUMBER_BEFORE = re.compile(r"(?<!\S)(\d[\d.,%]*)\s+$")
+_NUMBER_AFTER = re.compile(r"\s+(\d[\d.,%]*)(?!\S)")
+_TABLE_KINDS = frozenset(("mobile", "landline", "bank_card"))
 _URL = re.compile(r"(?:https?|ftp)://[!-~]+|www\.[A-Za-z0-9-]+\.[!-~]+")
 _ISBN = re.compile(r"ISBN|isbn")
 
@@ -191,6 +197,16 @@ def _is_ipv6(s: str) -> bool:
     return True
 
 
+def _is_figure(token: str | None) -> bool:
+    return token is not None and ("." in token or "%" in token or len(token.replace(",", "")) <= 6)
+
+
+def _in_table_row(text: str, m: Match) -> bool:
+    before = _NUMBER_BEFORE.search(text, max(0, m.start - 24), m.start)
+    after = _NUMBER_AFTER.match(text, m.end)
+    return _is_figure(before and before.group(1)) or _is_figure(after and after.group(1))
+
+
 def _candidates(text: str) -> list[Match]:
     found: list[Match] = []
     add = found.append
@@ -251,6 +267,8 @@ def find(text: str) -> list[Match]:
     last_end = 0
     for m in found:
         if m.start < last_end or any(a < m.end and m.start < b for a, b in excluded):
+            continue
+        if m.kind in _TABLE_KINDS and " " in text and _in_table_row(text, m):
             continue
         out.append(m)
         last_end = m.end

@@ -152,6 +152,17 @@ def test_placeholders_survive_sentence_splitting_and_are_never_found():
     assert sentences == ["请拨打<PHONE>咨询。", "邮箱<EMAIL>！", "身份证<ID_NUMBER>；", "QQ：<QQ>"]
 
 
+def test_figures_in_a_table_row_are_not_phones_but_a_list_of_phones_is():
+    for row in [
+        "营业收入（元） 15234567890 12.5 13.2",
+        "1997年 135 2345 6789 345",
+        "合计 6222021234567890128 98%",
+    ]:
+        assert pii.find(row) == [], row
+    contacts = "王先生 13812345678 李女士 13912345678 13712345678"
+    assert [m.kind for m in pii.find(contacts)] == ["mobile"] * 3
+
+
 def test_bare_digits_without_a_keyword_are_not_qq_or_wechat():
     assert pii.find("他今年收入123456元，编号88886666。") == []
     assert pii.find("微信 WeChat 是一款应用，微信Official账号") == []
