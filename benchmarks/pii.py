@@ -397,6 +397,7 @@ def cost(docs: list[list[str]], repeats: int) -> dict:
     chars = sum(len("\n".join(lines)) for lines in docs)
     return {
         "documents": len(docs),
+        "prefilter_hits": sum(1 for lines in docs if pii._PREFILTER.search("\n".join(lines))),
         "mean_chars": round(chars / len(docs), 1),
         "us_per_document": round(best / len(docs) * 1e6, 2),
         "chars_per_cpu_second": round(chars / best),
@@ -444,7 +445,8 @@ def table(result: dict) -> str:
     lines += [
         "",
         f"scrub on the sample: {c['us_per_document']} us per document ({c['mean_chars']} characters), "
-        f"{c['chars_per_cpu_second']:,} characters per CPU-second (best of {result['repeats']})",
+        f"{c['chars_per_cpu_second']:,} characters per CPU-second (best of {result['repeats']}); "
+        f"{c['prefilter_hits']} documents pass the prefilter",
     ]
     return "\n".join(lines)
 
