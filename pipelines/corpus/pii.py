@@ -76,8 +76,8 @@ _PREFILTER = re.compile(
 # --- candidates ---------------------------------------------------------------------------------------
 # Digits are bounded by anything but digits and Latin letters (serial numbers, model names), and a
 # number followed by a unit or a decimal part is an amount, not an identifier.
-_START = r"(?<![0-9A-Za-z.,])"
-_END = r"(?![0-9A-Za-z]|[.,]\d|\s?[元万亿千百年月日号人次吨件台辆个条家岁米])"
+_START = r"(?<![0-9A-Za-z.])"
+_END = r"(?![0-9A-Za-z]|\.\d|\s?[元万亿千百年月日号人次吨件台辆个条家岁米])"
 _SEP = r"\s*(?:[:：]|是|为)?\s*"
 _MOBILE = re.compile(
     rf"{_START}(?:(?:\+86|0086|\(\+86\)|（\+86）)[ -]?)?1[3-9]\d(?:\d{{8}}|-\d{{4}}-\d{{4}}| \d{{4}} \d{{4}}){_END}"

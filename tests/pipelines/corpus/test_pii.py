@@ -57,6 +57,11 @@ def test_keywords_stay_only_the_value_goes():
     assert pii.scrub(["QQ：12345678，微信：abc_123456"]).lines == ["QQ：<QQ>，微信：<WECHAT>"]
 
 
+def test_a_comma_separated_list_is_found_whole():
+    assert pii.scrub(["手机13812345678,13912345678,13712345678。"]).lines == ["手机<PHONE>,<PHONE>,<PHONE>。"]
+    assert pii.find("增长3.13812345678") == []  # a decimal's digits
+
+
 def test_numbers_listed_after_a_phone_are_phones_too():
     line = "电话：65091040，65092140。联系电话（0717）5401220、5401210"
     assert pii.scrub([line]).lines == ["电话：<PHONE>，<PHONE>。联系电话<PHONE>、<PHONE>"]
