@@ -10,7 +10,8 @@ measured precision and recall, and what is knowingly not covered.
 Kinds (the stats.json counter names) and their placeholders:
 
     mobile    <PHONE>      1[3-9]x, 11 digits; +86 / 0086; 138-1234-5678, 138 1234 5678
-    landline  <PHONE>      0xx / 0xxx area code + 7-8 digits (brackets, -, —, space; extension),
+    landline  <PHONE>      0xx / 0xxx area code (or +86 / 0086 and the code without 0) + 7-8 digits
+                           (brackets, -, —, space; extension),
                            or 7-8 digits after 电话/热线/传真/座机/拨打/拨通/致电/Tel/Fax, and numbers listed after one
     id_number <ID_NUMBER>  18-digit resident identity number: province code, birth date 1900-2029,
                            ISO 7064 MOD 11-2 check digit (X allowed)
@@ -84,7 +85,10 @@ _MOBILE = re.compile(
 )
 _AREA = r"0(?:10|2\d|[3-9]\d{2})"
 _EXTENSION = r"(?:(?:转|-|ext\.?|分机)\d{1,5})?"
-_LANDLINE = re.compile(rf"{_START}(?:[(（]{_AREA}[)）]\s?|{_AREA}[-—\s]?)[2-9]\d{{6,7}}{_EXTENSION}{_END}")
+_INTERNATIONAL = rf"(?:\+86|0086)[-\s]?{_AREA[1:]}[-\s]?"  # +86-10-64365566: the code without its 0
+_LANDLINE = re.compile(
+    rf"{_START}(?:[(（]{_AREA}[)）]\s?|{_AREA}[-—\s]?|{_INTERNATIONAL})[2-9]\d{{6,7}}{_EXTENSION}{_END}"
+)
 _LOCAL_AFTER_KEYWORD = re.compile(
     rf"(?:电话|热线|传真|座机|拨打|拨通|致电|(?<![A-Za-z])(?:Tel|TEL|tel|Fax|FAX))(?:号码)?{_SEP}([2-9]\d{{6,7}}){_EXTENSION}{_END}"
 )
