@@ -69,11 +69,9 @@ def _digits(rng: random.Random, n: int) -> str:
 def mobile(rng: random.Random) -> str:
     number = f"1{rng.choice('3456789')}{_digits(rng, 9)}"
     prefix = rng.choice(["", "", "", "+86", "+86 ", "0086", "+86-", "(+86)"])
-    style = rng.randrange(3)
-    if style == 1:
-        number = f"{number[:3]}-{number[3:7]}-{number[7:]}"
-    elif style == 2:
-        number = f"{number[:3]} {number[3:7]} {number[7:]}"
+    if rng.random() < 0.6:
+        sep = rng.choice("- .")
+        number = f"{number[:3]}{sep}{number[3:7]}{sep}{number[7:]}"
     return prefix + number
 
 
@@ -93,6 +91,15 @@ def id_number(rng: random.Random) -> str:
     day = rng.randint(1, 28)
     first17 = f"{rng.choice(_PROVINCES)}{_digits(rng, 4)}{year}{month:02d}{day:02d}{_digits(rng, 3)}"
     return first17 + pii.id_check_digit(first17)
+
+
+def id_number_written(rng: random.Random) -> str:
+    """As written: mostly 18 characters, a fifth grouped 6-8-4 by spaces or hyphens."""
+    number = id_number(rng)
+    if rng.random() < 0.2:
+        sep = rng.choice(" -")
+        number = f"{number[:6]}{sep}{number[6:14]}{sep}{number[14:]}"
+    return number
 
 
 def _luhn_complete(body: str) -> str:
@@ -135,7 +142,7 @@ def wechat_id(rng: random.Random) -> str:
     if rng.random() < 0.3:
         return f"1{rng.choice('3589')}{_digits(rng, 9)}"
     head = rng.choice(["zhang", "wx_", "lili", "Lucy", "happy", "tommy"])  # ids have 6-20 characters
-    return head + rng.choice(["_", "", "-"]) + rng.choice(["2019", "88", "abc", "shop", "1990"])
+    return head + rng.choice(["_", "", "-"]) + rng.choice(["2019", "888", "abc", "shop", "1990"])
 
 
 # Templates: {} is the value; QQ and WeChat put their keyword in the template.
@@ -157,7 +164,7 @@ TEMPLATES = {
 VALUES = {
     "mobile": mobile,
     "landline": landline,
-    "id_number": id_number,
+    "id_number": id_number_written,
     "bank_card": bank_card,
     "email": email,
     "ipv4": ipv4,
@@ -323,18 +330,13 @@ def _bare_mobile(rng):
     return f"1{rng.choice('3589')}{_digits(rng, 9)}"
 
 
-def _mobile_7_4_or_dots(rng):
+def _mobile_7_4(rng):
     m = _bare_mobile(rng)
-    return rng.choice([f"{m[:7]} {m[7:]}", f"{m[:3]}.{m[3:7]}.{m[7:]}"])
+    return f"{m[:7]} {m[7:]}"
 
 
 def _landline_split_local(rng):
     return f"{rng.choice(_AREAS3)}-{rng.choice('2345678')}{_digits(rng, 3)} {_digits(rng, 4)}"
-
-
-def _id_in_groups(rng):
-    number = id_number(rng)
-    return f"{number[:6]} {number[6:14]} {number[14:]}"
 
 
 def _id_15_digits(rng):  # issued before 1999: a 2-digit year, no check digit
@@ -350,14 +352,13 @@ def _card_6_13(rng):
 UNCOVERED_EACH = 30
 UNCOVERED = {  # form -> (kind, template, value)
     "mobile glued to Latin letters": ("mobile", "联系TEL{}。", _bare_mobile),
-    "mobile 7+4 or with dots": ("mobile", "手机：{}。", _mobile_7_4_or_dots),
+    "mobile written 7+4": ("mobile", "手机：{}。", _mobile_7_4),
     "landline with a split local number": ("landline", "电话：{}。", _landline_split_local),
     "local number without a phone word": (
         "landline",
         "请拨{}联系。",
         lambda rng: rng.choice("2345678") + _digits(rng, 7),
     ),
-    "identity number in groups": ("id_number", "身份证：{}。", _id_in_groups),
     "15-digit identity number": ("id_number", "身份证号{}。", _id_15_digits),
     "card in 6+13 groups": ("bank_card", "账号：{}。", _card_6_13),
     "e-mail with a Chinese local part": (

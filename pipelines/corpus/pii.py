@@ -9,11 +9,11 @@ measured precision and recall, and what is knowingly not covered.
 
 Kinds (the stats.json counter names) and their placeholders:
 
-    mobile    <PHONE>      1[3-9]x, 11 digits; +86 / 0086; 138-1234-5678, 138 1234 5678
+    mobile    <PHONE>      1[3-9]x, 11 digits; +86 / 0086; 138-1234-5678, 138 1234 5678, 138.1234.5678
     landline  <PHONE>      0xx / 0xxx area code (or +86 / 0086 and the code without 0) + 7-8 digits
                            (brackets, -, —, space; extension),
                            or 7-8 digits after 电话/热线/传真/座机/拨打/拨通/致电/Tel/Fax, and numbers listed after one
-    id_number <ID_NUMBER>  18-digit resident identity number: province code, birth date 1900-2029,
+    id_number <ID_NUMBER>  18-digit resident identity number (or 6-8-4 groups): province code, birth date 1900-2029,
                            ISO 7064 MOD 11-2 check digit (X allowed)
     bank_card <BANK_CARD>  16-19 digits (plain or in groups of 4): Luhn, issuer prefix 3/4/5/6/9
     email     <EMAIL>      local@domain.tld
@@ -70,7 +70,7 @@ class Scrubbed(NamedTuple):
 # where it matched: a run of 5 digits, a digit group after a separator, a dotted quad's start, @, a
 # colon group (IPv6) or a WeChat keyword (its ids need no digits; every other kind has >= 5 digits).
 _PREFILTER = re.compile(
-    r"[0-9@:微WwVv](?:(?<=\d)(?:\d{4}|[ \-—]\d{4}|\.\d{1,3}\.\d)|(?<=@)|(?<=:)[0-9A-Fa-f]{0,4}:"
+    r"[0-9@:微WwVv](?:(?<=\d)(?:\d{4}|[ .\-—]\d{4}|\.\d{1,3}\.\d)|(?<=@)|(?<=:)[0-9A-Fa-f]{0,4}:"
     r"|(?<=微)信|(?<=[Ww])e[Cc]hat|(?<=w)eixin|(?<=[Vv])信|(?<=[VvWw])[Xx])"
 )
 
@@ -81,7 +81,7 @@ _START = r"(?<![0-9A-Za-z.])"
 _END = r"(?![0-9A-Za-z]|\.\d|\s?[元万亿千百年月日号人次吨件台辆个条家岁米])"
 _SEP = r"\s*(?:[:：]|是|为)?\s*"
 _MOBILE = re.compile(
-    rf"{_START}(?:(?:\+86|0086|\(\+86\)|（\+86）)[ -]?)?1[3-9]\d(?:\d{{8}}|-\d{{4}}-\d{{4}}| \d{{4}} \d{{4}}){_END}"
+    rf"{_START}(?:(?:\+86|0086|\(\+86\)|（\+86）)[ -]?)?1[3-9]\d(?:\d{{8}}|([- .])\d{{4}}\1\d{{4}}){_END}"
 )
 _AREA = r"0(?:10|2\d|[3-9]\d{2})"
 _EXTENSION = r"(?:(?:转|-|ext\.?|分机)\d{1,5})?"
@@ -93,7 +93,8 @@ _LOCAL_AFTER_KEYWORD = re.compile(
     rf"(?:电话|热线|传真|座机|拨打|拨通|致电|(?<![A-Za-z])(?:Tel|TEL|tel|Fax|FAX))(?:号码)?{_SEP}([2-9]\d{{6,7}}){_EXTENSION}{_END}"
 )
 _LISTED_LOCAL = re.compile(rf"\s*(?:[、，,/]|或)\s*([2-9]\d{{6,7}}){_EXTENSION}{_END}")
-_ID = re.compile(r"(?<![0-9A-Za-z])[1-9]\d{5}(?:19\d\d|20[0-2]\d)\d{7}[\dXx](?![0-9A-Za-z])")
+# 18 characters, or grouped 6-8-4 (region, birth date, sequence and check) by spaces or hyphens
+_ID = re.compile(r"(?<![0-9A-Za-z])[1-9]\d{5}([ -]?)(?:19\d\d|20[0-2]\d)\d{4}\1\d{3}[\dXx](?![0-9A-Za-z])")
 _CARD = re.compile(rf"{_START}(?:\d{{4}}(?:[ -]\d{{4}}){{3}}(?:[ -]?\d{{1,3}})?|\d{{16,19}}){_END}")
 _EMAIL = re.compile(
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
@@ -215,7 +216,7 @@ def _candidates(text: str) -> list[Match]:
     found: list[Match] = []
     add = found.append
     for m in _ID.finditer(text):
-        if is_id_number(m.group()):
+        if is_id_number(m.group().replace(" ", "").replace("-", "") if m.group(1) else m.group()):
             add(Match("id_number", m.start(), m.end()))
     for m in _CARD.finditer(text):
         if is_bank_card(m.group().replace(" ", "").replace("-", "")):

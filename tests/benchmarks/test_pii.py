@@ -23,7 +23,7 @@ def test_the_planted_set_is_deterministic_and_its_gold_spans_hold_the_values():
         for m in item.gold:
             value = item.text[m.start : m.end]
             if m.kind == "id_number":
-                assert pii.is_id_number(value)
+                assert pii.is_id_number(value.replace(" ", "").replace("-", ""))
             if m.kind == "bank_card":  # (is_bank_card may still refuse one: docs/pii.md)
                 digits = value.replace(" ", "").replace("-", "")
                 assert pii.luhn_ok(digits) and 16 <= len(digits) <= 19 and digits[0] in pii.CARD_PREFIXES
