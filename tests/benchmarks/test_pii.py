@@ -43,3 +43,10 @@ def test_evaluate_counts_precision_recall_and_lookalike_hits():
     assert q["per_kind"]["ipv6"]["precision"] is None
     assert q["lookalikes"]["long_number"]["touched"] == 1
     assert q["all"]["gold"] == 3
+
+
+def test_scrubbing_the_planted_set_twice_changes_nothing_more():
+    items = bench.planted_set(seed=1, fillers=FILLERS)
+    once = pii.scrub([i.text for i in items])
+    assert sum(once.counts.values()) >= sum(bench.POSITIVES.values())
+    assert pii.scrub(once.lines) == pii.Scrubbed(once.lines, {}, False)
