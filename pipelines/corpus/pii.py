@@ -6,6 +6,7 @@ measured precision and recall, and what is knowingly not covered.
 
     find(text)          -> [Match(kind, start, end), ...]   non-overlapping, by start
     scrub(lines, mode)  -> Scrubbed(lines, counts, drop)     counts: {kind: n}, only kinds found
+    redact_text(text)   -> text with every match replaced      (a rejected record's excerpt)
 
 Kinds (the stats.json counter names) and their placeholders:
 
@@ -289,6 +290,12 @@ def redact(text: str, matches: list[Match]) -> str:
         pos = m.end
     parts.append(text[pos:])
     return "".join(parts)
+
+
+def redact_text(text: str) -> str:
+    """`text` with every match replaced: for text that leaves the stage outside a document, such as
+    the excerpt of a rejected record (mode drop or redact)."""
+    return redact(text, find(text))
 
 
 def scrub(lines: list[str], mode: str = DEFAULT_MODE) -> Scrubbed:

@@ -146,6 +146,11 @@ def test_modes_redact_drop_keep_and_counts():
     assert pii.DEFAULT_MODE == "redact" and pii.DROP_REASON == "personal_data"
 
 
+def test_redact_text_for_excerpts():
+    assert pii.redact_text("张三，手机13812345678\n邮箱a@b.cn") == "张三，手机<PHONE>\n邮箱<EMAIL>"
+    assert pii.redact_text("没有个人信息。") == "没有个人信息。"
+
+
 def test_scrubbing_is_idempotent_and_deterministic():
     lines = [s for s, _, _ in FOUND] + [t for texts in LOOKALIKES.values() for t in texts]
     once = pii.scrub(lines)
