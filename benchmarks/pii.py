@@ -445,7 +445,8 @@ def sample_documents() -> list[list[str]]:
     from pipelines.corpus.options import CorpusOptions
     from pipelines.corpus.text_cleaning import ChineseConverter
 
-    opts, convert = CorpusOptions(), ChineseConverter("t2s")
+    # the stage's cleaning before the scrub: no scrub, and no language or evaluation-set rule
+    opts, convert = CorpusOptions().replace(pii="keep", languages="off"), ChineseConverter("t2s")
     cleaned = (clean.clean_record(r, opts, convert) for r in _sample_records())
     return [doc["lines"] for verdict, doc, _ in cleaned if verdict == "doc"]
 

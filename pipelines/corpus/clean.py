@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import xxhash
 
-from pipelines.corpus import filters, minhash, wikitext
+from pipelines.corpus import filters, minhash, pii, wikitext
+from pipelines.corpus.accounting import lines_removed_counter, pii_counter
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.text_cleaning import ChineseConverter, normalize_text
 from pipelines.documents import make_document
@@ -73,8 +74,9 @@ def wiki_page_verdict(record: dict) -> str | None:
 
 def clean_record(
     record: dict, opts: CorpusOptions, convert: ChineseConverter | None
-) -> tuple[str, dict, dict]:
-    """Raw record -> ("doc", cleaned doc, line-rule counts) or ("drop", rejected record, counts)."""
+) -> tuple[str, dict, dict[str, int]]:
+    """Raw record -> ("doc", cleaned doc, counts) or ("drop", rejected record, counts); counts are
+    stage counters by name (accounting.py): lines removed per rule, personal data found per kind."""
     if len(record["text"]) > RAW_CHARS_PER_CHAR * opts.cleaning.max_chars:
         # far over the limit before cleaning: drop it without paying for parsing and normalizing
         return "drop", rejected(record, "too_long", "filter", f"{len(record['text'])} raw characters"), {}
@@ -90,6 +92,7 @@ def clean_record(
     text = normalize_text("\n".join(paragraphs), convert)
     lines = [line for line in text.split("\n") if line]
     lines, removed = filters.remove_boilerplate_lines(lines)
+    counts = {lines_removed_counter(rule): n for rule, n in removed.items()}
     doc = {
         "id": record["id"],
         "source": record["source"],
@@ -100,8 +103,26 @@ def clean_record(
     }
     reason = filters.first_failure(lines, opts)
     if reason:
-        return "drop", rejected(doc, reason, "filter"), removed
-    return "doc", doc, removed
+        return "drop", rejected(doc, reason, "filter"), counts
+    # Personal data last: the rules before it decide on the text as written.
+    found = pii.scrub(doc["lines"], opts.curation.pii)
+    for kind, n in found.counts.items():
+        counts[pii_counter(kind)] = n
+    if found.drop:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in found.counts.items())
+        return "drop", rejected(doc, pii.DROP_REASON, "filter", kinds), counts
+    doc["lines"] = found.lines
+    doc["title"] = pii.scrub([doc["title"]], opts.curation.pii).lines[0]
+    return "doc", doc, counts
+
+
+def redact_rejected(rec: dict, opts: CorpusOptions) -> dict:
+    """A rejected record with the personal data in its excerpt and title replaced (unless --pii keep):
+    the rejected shards must not keep what the corpus scrubs."""
+    if opts.curation.pii != "keep":
+        rec["excerpt"] = pii.redact_text(rec["excerpt"])
+        rec["title"] = pii.redact_text(rec["title"])
+    return rec
 
 
 def text_hash(lines: list[str]) -> str:

@@ -31,7 +31,6 @@ from pipelines.corpus.accounting import (
     file_counter,
     increment,
     length_counter,
-    lines_removed_counter,
     near_cluster_counter,
     read_counter,
 )
@@ -148,7 +147,7 @@ class _Clean(beam.DoFn):
             self.tally.add(chars_counter("read", record["source"]), raw_chars)
             self.tally.add(length_counter("before", raw_chars))
             try:
-                verdict, rec, removed = clean.clean_record(record, self.opts, self.convert)
+                verdict, rec, counts = clean.clean_record(record, self.opts, self.convert)
                 if verdict == "doc":
                     doc = rec
                     fingerprints = (
@@ -157,12 +156,12 @@ class _Clean(beam.DoFn):
                         clean.line_hashes(doc["lines"], self.opts),
                     )
             except Exception as err:  # noqa: BLE001 -- any failure on one record is that record's dead letter
-                verdict, removed = "drop", {}
+                verdict, counts = "drop", {}
                 rec = clean.rejected(
                     record, "processing_error", "clean", f"{type(err).__name__}: {err}", True
                 )
-            for rule, lines in removed.items():
-                increment(lines_removed_counter(rule), lines)
+            for name, amount in counts.items():
+                self.tally.add(name, amount)
             if verdict == "doc":
                 text_hash, sig, line_keys = fingerprints
                 stem, position = self.spill.add(doc, sig)
@@ -174,7 +173,7 @@ class _Clean(beam.DoFn):
                 rec = None
         if rec is not None:
             count_rejected(rec)
-            yield beam.pvalue.TaggedOutput(REJECTED, rec)
+            yield beam.pvalue.TaggedOutput(REJECTED, clean.redact_rejected(rec, self.opts))
 
 
 class CleanDocuments(beam.PTransform):

@@ -206,6 +206,7 @@ def run_corpus(
 
     stats = stats_from_counters(counters_from_result(result))
     add_lost_ids(stats, summaries)
+    stats["pii_mode"] = opts.curation.pii
     written = counts_from_summaries(summaries)
     # stats.json holds only what the inputs determine (its hash keys the downstream stages); the
     # run time goes to the manifest.
