@@ -143,7 +143,8 @@ class _Clean(beam.DoFn):
         if "error" in record:
             rec = clean.rejected_unreadable(record)
         else:
-            raw_chars = len(record["text"])
+            text = record.get("text")  # a record without its text is dead-lettered below
+            raw_chars = len(text) if isinstance(text, str) else 0
             self.tally.add(chars_counter("read", record["source"]), raw_chars)
             self.tally.add(length_counter("before", raw_chars))
             try:
