@@ -10,24 +10,27 @@ benchmarks/langid.py (docs/langid.md): it is the only one that knows Cantonese, 
 as the best of the others on Japanese, Korean and English lines.
 
 The model is slow for this stage (about 70 us on 128 characters) and wrong on plain Chinese more
-often than a script check: on the People's Daily sample it calls 8% of the lines Japanese (lists of
-names, headlines). So a cheap script check decides first, line by line, and only lines the script
-cannot decide go to the model:
+often than a script check: on the People's Daily sample it calls 4.5% of the lines Japanese (lists of
+names, headlines; docs/langid.md). So a cheap script check decides first, line by line, and only
+the lines it cannot decide go to the model:
 
-- a line with fewer than MIN_MODEL_LETTERS letters (digits, punctuation and symbols do not count) is
-  never sent to the model and never removed: short text is where every model guesses;
-- a line whose letters are Han characters (ideographs), all but a share under MIN_FOREIGN_SHARE, is
-  Chinese by its script (`zh`, confidence 1.0), unless it holds a character of written Cantonese
-  (嘅 咗 喺 哋 ...): then the model tells zh from yue, restricted to the Chinese varieties it knows;
-- any other line (kana, hangul, Latin letters ... at least MIN_FOREIGN_SHARE of its letters) goes
-  to the model, at most MODEL_CHARS characters of it.
+- a line with MIN_KANA_HANGUL kana or hangul letters, or with letters of alphabets (Latin, Cyrillic
+  ...) for at least MIN_ALPHABET_SHARE of its letters, goes to the model (its first MODEL_CHARS
+  characters), unless it has fewer than MIN_MODEL_LETTERS letters (digits, punctuation and symbols
+  do not count): short text is where every model guesses, so such a line tells nothing and is never
+  removed;
+- any other line with letters is Han (a Chinese line with a few Latin words among them: 采用INTEL芯片):
+  Chinese by its script (`zh`, confidence 1.0), unless it holds characters of written Cantonese
+  (嘅 咗 喺 哋 ...): MIN_YUE_CHARS different ones make it `yue` (1.0), one alone lets the model weigh
+  zh against yue.
 
-The document's language is the one with most letters over its lines (ties: the first in alphabetical
-order), its confidence the letter-weighted mean confidence of the lines of that language. A document
-whose language is not in `languages`, or below `min_confidence`, is dropped as `wrong_language`; a
-document without any letter in a long-enough line is `und` and left to the quality filters. In a kept
-document, each line the model gave another language with at least `min_confidence` is removed
-(line rule `foreign_language`). Pure functions of their inputs: deterministic.
+The document's language is the one with most letters over its lines (a Han, kana or hangul
+character counts as CJK_WEIGHT letters; ties: the first in alphabetical order), its confidence the
+weighted mean confidence of the lines of that language. A document whose language is not in
+`languages`, or whose confidence is under `min_confidence`, is dropped as `wrong_language`; a
+document where no line tells (no letters; short foreign lines only) is `und` and left to the
+quality filters. In a kept document, each line the model gives another language with at least
+`min_confidence` is removed (line rule `foreign_language`). Pure functions: deterministic.
 """
 
 from __future__ import annotations
@@ -65,7 +68,9 @@ _NON_HAN_LETTER = re.compile(rf"[^\W\d_{_HAN}]")
 _ALPHABET_LETTER = re.compile(r"[^\W\d_\u2e80-\U0003ffff]")
 _KANA_HANGUL = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\uac00-\ud7af\uff66-\uffdc]")
 # Characters of written Cantonese that Standard Chinese does not use (as they stay after OpenCC t2s).
-YUE_CHARS = "嘅咗喺哋嘢冇啲嚟噉嗰𠮶咩佢睇㗎啱攞畀喎噃嘥"
+# None of them occurs in the 1.9M characters of the People's Daily sample.
+YUE_CHARS = "嘅咗喺哋嘢冇啲嚟噉嗰𠮶咩佢睇㗎啱攞畀喎噃嘥唔"
+MIN_YUE_CHARS = 2  # different Cantonese characters that make a Han line Cantonese without the model
 _YUE = re.compile(f"[{YUE_CHARS}]")
 
 
@@ -139,6 +144,8 @@ def line_language(line: str) -> tuple[str, float, int] | None:
             return None
         return (*_predict(line), weight)
     if _YUE.search(line):
+        if len(set(_YUE.findall(line))) >= MIN_YUE_CHARS:
+            return "yue", 1.0, weight
         return (*_predict_chinese(line), weight)
     return "zh", 1.0, weight
 
