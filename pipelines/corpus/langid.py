@@ -41,6 +41,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from core.errors import UserError
 
 WRONG_LANGUAGE = "wrong_language"  # document drop reason
@@ -58,20 +60,47 @@ DEFAULT_MIN_CONFIDENCE = 0.5
 HAN_LANGUAGES = ("zh", "yue")  # what a line of Han characters with a Cantonese one can be
 _TOP_K = 5  # labels asked of the model for such a line, to weigh zh against yue
 
-# Letters: word characters that are not digits or the underscore. Han: the CJK ideograph blocks of
-# filters.py (unified, extension A, compatibility, extensions B..H). Alphabets: letters below the
-# CJK blocks (Latin, Greek, Cyrillic, Arabic, Devanagari, Thai ...).
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-_LETTER = re.compile(r"[^\W\d_]")
-_NOT_LETTER = re.compile(r"[\W\d_]+")
-_NON_HAN_LETTER = re.compile(rf"[^\W\d_{_HAN}]")
-_ALPHABET_LETTER = re.compile(r"[^\W\d_\u2e80-\U0003ffff]")
-_KANA_HANGUL = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\uac00-\ud7af\uff66-\uffdc]")
 # Characters of written Cantonese that Standard Chinese does not use (as they stay after OpenCC t2s).
 # None of them occurs in the 1.9M characters of the People's Daily sample.
 YUE_CHARS = "嘅咗喺哋嘢冇啲嚟噉嗰𠮶咩佢睇㗎啱攞畀喎噃嘥唔"
 MIN_YUE_CHARS = 2  # different Cantonese characters that make a Han line Cantonese without the model
-_YUE = re.compile(f"[{YUE_CHARS}]")
+
+# Every code point falls in one class (a letter: a word character that is not a digit or `_`):
+NOT_LETTER, HAN, YUE, ALPHABET, KANA_HANGUL, OTHER_CJK = range(6)
+N_CLASSES = 6
+# HAN: the CJK ideograph blocks of filters.py (unified, extension A, compatibility, extensions B..H);
+# YUE: those of YUE_CHARS; KANA_HANGUL: hiragana, katakana (and half-width), hangul (and jamo);
+# OTHER_CJK: other letters of the CJK area (々, bopomofo, Yi); ALPHABET: every other letter (Latin,
+# Greek, Cyrillic, Arabic, Devanagari, Thai ..., full-width Latin).
+_HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
+_KANA_HANGUL_RANGES = (
+    (0x1100, 0x11FF),
+    (0x3040, 0x30FF),
+    (0x3130, 0x318F),
+    (0x31F0, 0x31FF),
+    (0xAC00, 0xD7AF),
+    (0xFF66, 0xFFDC),
+)
+_CJK_AREA = (0x2E80, 0xA4CF)
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+@lru_cache(maxsize=1)
+def char_classes() -> np.ndarray:
+    """The class of every code point (uint8, 0x110000 entries), built once per process (~20 ms)."""
+    table = np.zeros(0x110000, dtype=np.uint8)
+    plane01 = "".join(map(chr, range(0x20000)))  # every script with letters, but Han extensions B..H
+    table[[m.start() for m in _LETTER.finditer(plane01)]] = ALPHABET
+    lo, hi = _CJK_AREA
+    area = table[lo : hi + 1]  # a view
+    area[area == ALPHABET] = OTHER_CJK
+    for lo, hi in _KANA_HANGUL_RANGES:
+        part = table[lo : hi + 1]
+        part[part != NOT_LETTER] = KANA_HANGUL
+    for lo, hi in _HAN_RANGES:
+        table[lo : hi + 1] = HAN
+    table[[ord(c) for c in YUE_CHARS]] = YUE
+    return table
 
 
 @dataclass(frozen=True)
@@ -130,24 +159,45 @@ def _predict_chinese(line: str) -> tuple[str, float]:
     return lang, p[lang] / total
 
 
-def line_language(line: str) -> tuple[str, float, int] | None:
-    """(language, confidence, weight) of one line; None for a line that cannot tell (no letter, or
-    under MIN_MODEL_LETTERS letters and not Han). Lines of Han characters, with at most a minority
-    of alphabet letters, never reach the model unless they hold a Cantonese character."""
-    letters = len(line) - sum(len(run) for run in _NOT_LETTER.findall(line))
+def _line_language(
+    line: str, letters: int, alphabet: int, kana_hangul: int, yue: int
+) -> tuple[str, float, int] | None:
+    """(language, confidence, weight) of a line from the counts of its letters per class; None for a
+    line that cannot tell (no letter; a foreign line under MIN_MODEL_LETTERS letters)."""
     if not letters:
         return None
-    alphabet = len(_ALPHABET_LETTER.findall(line)) if _NON_HAN_LETTER.search(line) else 0
     weight = alphabet + CJK_WEIGHT * (letters - alphabet)
-    if alphabet >= MIN_ALPHABET_SHARE * letters or len(_KANA_HANGUL.findall(line)) >= MIN_KANA_HANGUL:
+    if alphabet >= MIN_ALPHABET_SHARE * letters or kana_hangul >= MIN_KANA_HANGUL:
         if letters < MIN_MODEL_LETTERS:
             return None
         return (*_predict(line), weight)
-    if _YUE.search(line):
-        if len(set(_YUE.findall(line))) >= MIN_YUE_CHARS:
+    if yue:
+        if len(set(YUE_CHARS).intersection(line)) >= MIN_YUE_CHARS:
             return "yue", 1.0, weight
         return (*_predict_chinese(line), weight)
     return "zh", 1.0, weight
+
+
+def classes_of(text: str) -> np.ndarray:
+    """The class of each character of `text` (uint8)."""
+    return char_classes().take(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32))
+
+
+def line_languages(lines: list[str], classes: np.ndarray) -> list[tuple[str, float, int] | None]:
+    """_line_language of every line; `classes`: classes_of("\\n".join(lines)). The letters of each
+    class per line are counted for the whole document at once: one bincount over (line, class)."""
+    line_of_char = np.repeat(np.arange(len(lines)), [len(line) + 1 for line in lines])[: len(classes)]
+    counts = np.bincount(line_of_char * N_CLASSES + classes, minlength=len(lines) * N_CLASSES)
+    found = []
+    for line, c in zip(lines, counts.reshape(len(lines), N_CLASSES).tolist()):
+        letters = sum(c) - c[NOT_LETTER]  # the line's newline is among its NOT_LETTER
+        found.append(_line_language(line, letters, c[ALPHABET], c[KANA_HANGUL], c[YUE]))
+    return found
+
+
+def line_language(line: str) -> tuple[str, float, int] | None:
+    """(language, confidence, weight) of one line (weight: its letters, CJK ones counting CJK_WEIGHT)."""
+    return line_languages([line], classes_of(line))[0]
 
 
 def _vote(languages_of_lines: list[tuple[str, float, int] | None]) -> tuple[str, float]:
@@ -175,13 +225,14 @@ def language_verdict(
     back unchanged with language ""."""
     if not languages:
         return LanguageVerdict("", 0.0, lines, 0, None, "")
-    text = "\n".join(lines)
-    if not _NON_HAN_LETTER.search(text) and not _YUE.search(text):
-        # the common case of a Chinese corpus: Han characters only, no model call, no line removed
+    classes = classes_of("\n".join(lines))
+    top = int(classes.max()) if len(classes) else NOT_LETTER
+    if top <= HAN:
+        # the common case of a Chinese corpus: Han letters only, no model call, no line removed
         found = []
-        lang, conf = ("zh", 1.0) if _LETTER.search(text) else (UNDETERMINED, 0.0)
+        lang, conf = ("zh", 1.0) if top == HAN else (UNDETERMINED, 0.0)
     else:
-        found = [line_language(line) for line in lines]
+        found = line_languages(lines, classes)
         lang, conf = _vote(found)
     detail = f"{lang} {conf:.2f}"
     if lang != UNDETERMINED and (lang not in languages or conf < min_confidence):

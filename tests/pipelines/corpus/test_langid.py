@@ -133,3 +133,12 @@ def test_a_missing_model_package_is_a_user_error(monkeypatch):
             langid.model_path()
     finally:
         langid.model_path.cache_clear()
+
+
+def test_lines_are_counted_alike_alone_and_inside_their_document():
+    lines = [CHINESE[0], ENGLISH, "OK", JAPANESE, "", KOREAN, CANTONESE[0], "采用INTEL440LX以上芯片组"]
+    together = langid.line_languages(lines, langid.classes_of("\n".join(lines)))
+    assert together == [langid.line_language(line) for line in lines]
+    assert [found and found[0] for found in together] == ["zh", "en", None, "ja", None, "ko", "yue", "zh"]
+    # weights: letters, a CJK one counting CJK_WEIGHT (7 Latin letters INTEL, LX; 7 Han characters)
+    assert together[-1][2] == 7 + langid.CJK_WEIGHT * 7
