@@ -137,6 +137,29 @@ def load_model():
     return fasttext.load_model(model_path())
 
 
+@lru_cache(maxsize=1)
+def known_languages() -> tuple[str, ...]:
+    """The 176 codes lid.176 knows (every label of the model, whatever their probability)."""
+    labels, _ = load_model().predict("", k=-1, threshold=-1.0)
+    return tuple(sorted(label.removeprefix("__label__") for label in labels))
+
+
+def parse_languages(value: str) -> tuple[str, ...]:
+    """`--languages` as the stage uses it: "zh", "zh,yue" -> sorted codes; "off" or "" -> () (no
+    identification, no model loaded). A code lid.176 does not know is refused: it would drop every
+    document (`cn` for `zh`)."""
+    codes = sorted({code.strip() for code in value.split(",") if code.strip()})
+    if codes in ([], ["off"]):
+        return ()
+    unknown = [code for code in codes if code not in known_languages()]
+    if unknown:
+        raise UserError(
+            f"--languages: {', '.join(unknown)} is not a language code of lid.176 "
+            "(ISO 639 codes such as zh, yue, en, ja, ko), nor off"
+        )
+    return tuple(codes)
+
+
 def _predict(line: str) -> tuple[str, float]:
     """(language, probability) of one line by the model."""
     (label,), (prob,) = load_model().predict(line[:MODEL_CHARS], k=1)  # lines hold no newline

@@ -142,3 +142,19 @@ def test_lines_are_counted_alike_alone_and_inside_their_document():
     assert [found and found[0] for found in together] == ["zh", "en", None, "ja", None, "ko", "yue", "zh"]
     # weights: letters, a CJK one counting CJK_WEIGHT (7 Latin letters INTEL, LX; 7 Han characters)
     assert together[-1][2] == 7 + langid.CJK_WEIGHT * 7
+
+
+def test_the_languages_option_is_parsed_and_checked(monkeypatch):
+    assert langid.parse_languages("zh") == ("zh",)
+    assert langid.parse_languages(" zh, yue ,zh") == ("yue", "zh")
+    assert len(langid.known_languages()) == 176 and "yue" in langid.known_languages()
+    with pytest.raises(UserError, match="cn is not a language code"):
+        langid.parse_languages("cn")
+    with pytest.raises(UserError, match="off is not"):
+        langid.parse_languages("zh,off")
+    monkeypatch.setattr(langid, "load_model", _no_model)
+    langid.known_languages.cache_clear()
+    try:
+        assert langid.parse_languages("off") == () and langid.parse_languages("") == ()
+    finally:
+        langid.known_languages.cache_clear()
