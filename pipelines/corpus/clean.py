@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import xxhash
 
-from pipelines.corpus import filters, minhash, pii, wikitext
-from pipelines.corpus.accounting import lines_removed_counter, pii_counter
+from pipelines.corpus import filters, langid, minhash, pii, wikitext
+from pipelines.corpus.accounting import language_counter, lines_removed_counter, pii_counter
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.text_cleaning import ChineseConverter, normalize_text
 from pipelines.documents import make_document
@@ -101,6 +101,16 @@ def clean_record(
         "lines": lines,
         "where": record.get("where", ""),
     }
+    language = langid.language_verdict(
+        lines, opts.curation.language_codes, opts.curation.min_language_confidence
+    )
+    if language.language:
+        counts[language_counter(language.language)] = 1
+    if language.reason:
+        return "drop", rejected(doc, language.reason, "filter", language.detail), counts
+    if language.lines_removed:
+        counts[lines_removed_counter(langid.FOREIGN_LANGUAGE)] = language.lines_removed
+    doc["lines"] = lines = language.lines
     reason = filters.first_failure(lines, opts)
     if reason:
         return "drop", rejected(doc, reason, "filter"), counts

