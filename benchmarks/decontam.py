@@ -128,6 +128,18 @@ def sweep_row(n: int, min_chars: int, sets, train, hosts, per_set, opts) -> dict
     return row
 
 
+def longest_shared_run(lines: list[str], index: decontam.EvalIndex) -> int:
+    """Word characters of the longest run of the document covered by consecutive matched n-grams
+    (0 when no n-gram matches): a set phrase shares ~n, a reprinted paragraph far more."""
+    scan = decontam._scan(lines, index)
+    if scan is None or not len(scan.gram_hits):
+        return 0
+    breaks = np.flatnonzero(np.diff(scan.gram_hits) != 1)  # ends of runs of consecutive starts
+    run_starts = np.concatenate(([0], breaks + 1))
+    run_ends = np.concatenate((breaks, [len(scan.gram_hits) - 1]))
+    return int((run_ends - run_starts).max()) + index.n
+
+
 def collisions(texts: list[str], n: int) -> tuple[int, int]:
     """(distinct n-grams as strings, distinct hashes) over `texts`' word characters."""
     grams, hashes = set(), []
@@ -200,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     details = [d for d in (decontam.find_contamination(lines, ner) for lines in train) if d]
     for d in details[:12]:
         print("  " + d)
+    runs = [longest_shared_run(lines, ner) for lines in train]
+    runs = np.array([r for r in runs if r])
+    edges = (n, 25, 30, 50, 100, 10**9)
+    counts = [int(((runs >= lo) & (runs < hi)).sum()) for lo, hi in zip(edges, edges[1:])]
+    labels = [f"{lo}-{hi - 1}" if hi < 10**9 else f">={lo}" for lo, hi in zip(edges, edges[1:])]
+    print(f"longest run shared with NER dev/test, per look-alike removed by an n-gram ({len(runs)}):")
+    print("  " + ", ".join(f"{lab}: {c}" for lab, c in zip(labels, counts)))
 
     t0 = time.process_time()
     for lines in train:
