@@ -32,6 +32,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from core.errors import UserError
 from pipelines.corpus.eval_sets import EvalSet
 from pipelines.sentences import split_sentences
 
@@ -190,8 +191,8 @@ def _merge(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 def build_index(sets: list[EvalSet], n: int = DEFAULT_NGRAM, min_chars: int = MIN_CHARS) -> EvalIndex:
     """The index of the sets' texts, and a manifest record per set:
     {name, kind, sha256, examples, ngrams (distinct), short_examples (distinct), n, min_chars}."""
-    if n < 1 or min_chars < 1:
-        raise ValueError(f"n ({n}) and min_chars ({min_chars}) must be positive")
+    if n < 2 or not 1 <= min_chars <= n:
+        raise UserError(f"--decontaminate-ngram {n}: must be at least 2 (and at least min_chars {min_chars})")
     grams, shorts, records = [], [], []
     for s in sets:
         g, short = _set_hashes(s.texts, n, min_chars)

@@ -180,3 +180,8 @@ def test_the_hash_of_an_ngram_is_the_same_in_a_document_and_on_its_own(doc, star
             decontam.ngram_hashes(decontam.prefix_hashes(decontam.word_codepoints(other)), n)[start]
             != grams[start]
         )
+
+
+def test_an_n_gram_length_under_two_is_a_user_error():
+    with pytest.raises(UserError, match="--decontaminate-ngram 1"):
+        build_index([_set(REVIEW)], n=1)
