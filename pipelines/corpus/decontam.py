@@ -26,7 +26,6 @@ hashes, since a binary search costs a chain of ~20 cache misses per n-gram.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from core.errors import UserError
 from pipelines.corpus.eval_sets import EvalSet
+from pipelines.corpus.filters import word_chars
 from pipelines.sentences import split_sentences
 
 REASON = "eval_contamination"
@@ -47,7 +47,6 @@ _MASK = (1 << 64) - 1
 _B = 0x9E3779B97F4A7C15  # odd: invertible mod 2^64
 _B_INV = pow(_B, -1, 1 << 64)
 _UNICODE = 0x110000
-_NON_WORD = re.compile(r"[\W_]+")  # filters.word_chars's pattern
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -60,9 +59,8 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=1)
 def _tables() -> tuple[np.ndarray, np.ndarray]:
     """(is_word: bool per code point, code: uint64 per code point), built once per process (~0.1 s).
-    is_word is filters.word_chars's rule, taken from the same regex over every code point."""
-    everything = "".join(map(chr, range(_UNICODE)))
-    words = _NON_WORD.sub("", everything)
+    is_word is filters.word_chars's rule, applied to every code point at once."""
+    words = word_chars("".join(map(chr, range(_UNICODE))))
     is_word = np.zeros(_UNICODE, dtype=bool)
     is_word[np.frombuffer(words.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)] = True
     with np.errstate(over="ignore"):
@@ -313,7 +311,7 @@ def remove_contaminated_sentences(
     for i, line in enumerate(lines):
         sentences, kept = split_sentences(line, max_sentence_chars), []
         for sentence in sentences:
-            end = pos + len(_NON_WORD.sub("", sentence))
+            end = pos + len(word_chars(sentence))
             if i in scan.line_hits or covered_before[end] > covered_before[pos]:
                 removed += 1
             else:
