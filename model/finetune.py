@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 from core import config_cli, storage
 from core.config_cli import opt, section
 from core.errors import UserError
-from model.finetune_data import CLASSIFICATION_TASKS, Encoder, Example, read_examples
+from core.examples import Example, read_examples
+from model.finetune_data import CLASSIFICATION_TASKS, Encoder
 from model.finetune_report import build_report, format_report
 from model.finetune_tasks import ClassificationTask, ModelRun, NerTask
 from model.finetune_train import SEEDS_ON_CPU, SEEDS_ON_GPU, FinetuneConfig

