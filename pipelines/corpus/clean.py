@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import xxhash
 
-from pipelines.corpus import filters, langid, minhash, pii, wikitext
+from pipelines.corpus import decontam, filters, langid, minhash, pii, wikitext
 from pipelines.corpus.accounting import language_counter, lines_removed_counter, pii_counter
+from pipelines.corpus.decontam import EvalIndex
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.text_cleaning import ChineseConverter, normalize_text
 from pipelines.documents import make_document
@@ -73,10 +74,15 @@ def wiki_page_verdict(record: dict) -> str | None:
 
 
 def clean_record(
-    record: dict, opts: CorpusOptions, convert: ChineseConverter | None
+    record: dict, opts: CorpusOptions, convert: ChineseConverter | None, index: EvalIndex | None = None
 ) -> tuple[str, dict, dict[str, int]]:
     """Raw record -> ("doc", cleaned doc, counts) or ("drop", rejected record, counts); counts are
-    stage counters by name (accounting.py): lines removed per rule, personal data found per kind."""
+    stage counters by name (accounting.py): lines removed per rule, languages, personal data found
+    per kind. `index`: the evaluation sets kept out (--decontaminate), None for none.
+
+    Order: normalize, line rules, language, (evaluation sentences), quality filters, (evaluation
+    documents), personal data. Sentence mode runs before the filters, so they judge what is left;
+    document mode after them, so a document they drop is not looked up."""
     if len(record["text"]) > RAW_CHARS_PER_CHAR * opts.cleaning.max_chars:
         # far over the limit before cleaning: drop it without paying for parsing and normalizing
         return "drop", rejected(record, "too_long", "filter", f"{len(record['text'])} raw characters"), {}
@@ -111,9 +117,21 @@ def clean_record(
     if language.lines_removed:
         counts[lines_removed_counter(langid.FOREIGN_LANGUAGE)] = language.lines_removed
     doc["lines"] = lines = language.lines
+    sentence_mode = index is not None and opts.curation.decontaminate_mode == "sentence"
+    if sentence_mode:
+        lines, removed_sentences = decontam.remove_contaminated_sentences(
+            lines, index, opts.output.max_sentence_chars
+        )
+        if removed_sentences:
+            counts[lines_removed_counter(decontam.REASON)] = removed_sentences
+        doc["lines"] = lines
     reason = filters.first_failure(lines, opts)
     if reason:
         return "drop", rejected(doc, reason, "filter"), counts
+    if index is not None and not sentence_mode:
+        detail = decontam.find_contamination(lines, index)
+        if detail:
+            return "drop", rejected(doc, decontam.REASON, "decontaminate", detail), counts
     # Personal data last: the rules before it decide on the text as written.
     found = pii.scrub(doc["lines"], opts.curation.pii)
     for kind, n in found.counts.items():

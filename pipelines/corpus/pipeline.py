@@ -34,6 +34,7 @@ from pipelines.corpus.accounting import (
     near_cluster_counter,
     read_counter,
 )
+from pipelines.corpus.decontam import EvalIndex
 from pipelines.corpus.dedup import Deduplicate
 from pipelines.corpus.finalize import (
     PIECES,
@@ -121,8 +122,8 @@ class _Clean(beam.DoFn):
     REJECTED. The cleaned document itself goes to a spill file (spill.py), not downstream. An
     exception on one record dead-letters that record; the pipeline goes on."""
 
-    def __init__(self, opts: CorpusOptions, spill_dir: str):
-        self.opts, self.spill_dir = opts, spill_dir
+    def __init__(self, opts: CorpusOptions, spill_dir: str, index: EvalIndex | None):
+        self.opts, self.spill_dir, self.index = opts, spill_dir, index
         self.convert = None
         self.spill = None
 
@@ -148,7 +149,7 @@ class _Clean(beam.DoFn):
             self.tally.add(chars_counter("read", record["source"]), raw_chars)
             self.tally.add(length_counter("before", raw_chars))
             try:
-                verdict, rec, counts = clean.clean_record(record, self.opts, self.convert)
+                verdict, rec, counts = clean.clean_record(record, self.opts, self.convert, self.index)
                 if verdict == "doc":
                     doc = rec
                     fingerprints = (
@@ -179,14 +180,15 @@ class _Clean(beam.DoFn):
 
 class CleanDocuments(beam.PTransform):
     """Raw records -> DoOutputsTuple: main (id, DocRef), REJECTED, HASHES, HANDLES, LINES; the cleaned
-    documents are in spill files under `spill_dir`."""
+    documents are in spill files under `spill_dir`. `index`: the evaluation sets kept out (it travels
+    with the DoFn: ~10 MB for the bundled tasks)."""
 
-    def __init__(self, opts: CorpusOptions, spill_dir: str):
+    def __init__(self, opts: CorpusOptions, spill_dir: str, index: EvalIndex | None = None):
         super().__init__()
-        self.opts, self.spill_dir = opts, spill_dir
+        self.opts, self.spill_dir, self.index = opts, spill_dir, index
 
     def expand(self, records):
-        return records | "Clean" >> beam.ParDo(_Clean(self.opts, self.spill_dir)).with_outputs(
+        return records | "Clean" >> beam.ParDo(_Clean(self.opts, self.spill_dir, self.index)).with_outputs(
             REJECTED, HASHES, HANDLES, LINES, main=DOCS
         )
 
@@ -194,11 +196,17 @@ class CleanDocuments(beam.PTransform):
 # --- the whole stage ------------------------------------------------------------------------------------------
 
 
-def build_pipeline(pipeline: beam.Pipeline, items: list[dict], out_dir: str, opts: CorpusOptions) -> None:
-    """Add the whole corpus stage to `pipeline`."""
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    items: list[dict],
+    out_dir: str,
+    opts: CorpusOptions,
+    index: EvalIndex | None = None,
+) -> None:
+    """Add the whole corpus stage to `pipeline` (`index`: decontam.build_index of --decontaminate)."""
     records = pipeline | "ReadSources" >> ReadSources(items, opts)
     spill_dir = storage.join(out_dir, TMP_DIR, SPILL_DIR)
-    cleaned = records | "CleanDocuments" >> CleanDocuments(opts, spill_dir)
+    cleaned = records | "CleanDocuments" >> CleanDocuments(opts, spill_dir, index)
     finish_stage(cleaned, out_dir, opts)
 
 

@@ -28,10 +28,13 @@ from pipelines.corpus.accounting import (
     lost_summary,
     stats_from_counters,
 )
+from pipelines.corpus.decontam import REASON, EvalIndex, build_index
+from pipelines.corpus.eval_sets import EvalSet, load_eval_sets
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
 from pipelines.corpus.report import REPORT, write_report
 from pipelines.corpus.sources import plan_sources
+from pipelines.corpus.text_cleaning import ChineseConverter
 
 STATS = "stats.json"
 # What a run writes, removed when it fails: temporaries, shards (whole, or a write's hidden temp name).
@@ -144,6 +147,32 @@ def _previous_outputs(out_dir: str) -> list[str]:
     return [p for pat in patterns for p, _ in storage.match(storage.join(out_dir, pat))]
 
 
+# --- evaluation sets kept out -------------------------------------------------------------------------
+
+
+def eval_sets(opts: CorpusOptions) -> list[EvalSet]:
+    """The --decontaminate sets, normalized as the corpus is (its OpenCC setting)."""
+    convert = ChineseConverter(opts.cleaning.opencc) if opts.cleaning.opencc != "off" else None
+    return load_eval_sets(list(opts.curation.decontaminate), convert)
+
+
+def eval_index(opts: CorpusOptions) -> EvalIndex | None:
+    """decontam.build_index of the --decontaminate sets; None for none."""
+    if not opts.curation.decontaminate:
+        return None
+    return build_index(eval_sets(opts), opts.curation.decontaminate_ngram)
+
+
+def decontamination_stats(stats: dict, index: EvalIndex | None, opts: CorpusOptions) -> dict:
+    """stats.json `decontamination`: the sets (manifest records), the mode, what was removed."""
+    return {
+        "sets": list(index.records) if index is not None else [],
+        "mode": opts.curation.decontaminate_mode,
+        "documents": stats["dropped"].get(REASON, 0),
+        "sentences": stats["lines_removed"].get(REASON, 0),
+    }
+
+
 # --- the stage ---------------------------------------------------------------------------------------------
 
 
@@ -175,11 +204,15 @@ def run_corpus(
     check_out_dir(runner, out_dir)
     items = plan_sources(sources)
     flags = beam_flags(runner, extra_beam_flags or [])
+    index = eval_index(opts)  # the evaluation sets, loaded and checked before any work
     outdir.claim(
         out_dir, "corpus", force=force, inputs=[("the input --source", item["path"]) for item in items]
     )
     inputs = describe_inputs(items) if inputs is None else inputs
-    config = json.loads(json.dumps({"sources": list(sources), "options": opts.to_dict()}))  # as stored
+    config = {"sources": list(sources), "options": opts.to_dict()}
+    if index is not None:  # their content hashes: another test file is another corpus
+        config["decontamination"] = list(index.records)
+    config = json.loads(json.dumps(config))  # as stored
     manifest_path = storage.join(out_dir, MANIFEST)
     if storage.exists(manifest_path) and not force:
         previous = storage.read_json(manifest_path)
@@ -198,7 +231,7 @@ def run_corpus(
     # shards first; an OS error is raised as such (pipelines.beam_run).
     with beam_run.cleaned_on_failure(out_dir, RUN_FILES):
         with beam.Pipeline(options=PipelineOptions(flags)) as p:
-            build_pipeline(p, items, out_dir, opts)
+            build_pipeline(p, items, out_dir, opts, index)
         summaries = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
     storage.remove(storage.join(out_dir, TMP_DIR), recursive=True)  # nothing below reads it
     result = p.result
@@ -207,6 +240,7 @@ def run_corpus(
     stats = stats_from_counters(counters_from_result(result))
     add_lost_ids(stats, summaries)
     stats["pii_mode"] = opts.curation.pii
+    stats["decontamination"] = decontamination_stats(stats, index, opts)
     written = counts_from_summaries(summaries)
     # stats.json holds only what the inputs determine (its hash keys the downstream stages); the
     # run time goes to the manifest.
