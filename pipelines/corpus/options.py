@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from core.config_cli import opt, section
 from core.errors import UserError
-from pipelines.corpus.decontam import MIN_CHARS
 from pipelines.corpus.langid import parse_languages as language_codes
 
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
@@ -200,6 +199,8 @@ class CurationOptions:
                 f"--decontaminate-mode must be one of {', '.join(DECONTAMINATE_MODES)}, "
                 f"not {self.decontaminate_mode!r}"
             )
+        from pipelines.corpus.decontam import MIN_CHARS  # decontam builds on these options' module
+
         if self.decontaminate_ngram < MIN_CHARS:
             raise UserError(
                 f"--decontaminate-ngram must be at least {MIN_CHARS}, not {self.decontaminate_ngram}"
