@@ -94,10 +94,11 @@ def test_sentence_mode_removes_a_line_that_is_a_short_example(index):
     assert (kept, removed) == (HOST, 2)  # SHORT is two sentences
 
 
-def test_the_index_pickles_without_its_filter_and_still_matches(index):
-    find_contamination([REVIEW], index)  # builds the filter
+def test_the_index_pickles_without_its_probe_set_and_still_matches(index):
+    find_contamination([REVIEW], index)  # builds the probe set
+    assert "probe_set" in index.__dict__
     again = pickle.loads(pickle.dumps(index))
-    assert "_filter" not in again.__dict__
+    assert "probe_set" not in again.__dict__
     assert len(pickle.dumps(index)) < index.nbytes + 10_000
     assert find_contamination([REVIEW], again) == find_contamination([REVIEW], index)
 
@@ -185,3 +186,28 @@ def test_the_hash_of_an_ngram_is_the_same_in_a_document_and_on_its_own(doc, star
 def test_an_n_gram_length_under_two_is_a_user_error():
     with pytest.raises(UserError, match="--decontaminate-ngram 1"):
         build_index([_set(REVIEW)], n=1)
+
+
+def test_the_probes_find_every_shared_ngram_a_full_scan_finds():
+    """_shared_ngrams looks up a fifth of the positions, then the n-grams around a probe found: the
+    same hits as looking up every n-gram of the document, on documents with pieces of evaluation
+    texts of every length spliced in at every offset."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(7)
+    base = "".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(4000))
+    evals = tuple(base[i : i + rng.randrange(20, 60)] for i in range(0, 4000, 97))
+    index = build_index([EvalSet("t", "task", "0" * 64, len(evals), evals)], n=20)
+    for trial in range(300):
+        piece = rng.choice(evals)
+        a = rng.randrange(len(piece))
+        b = rng.randrange(a, len(piece) + 1)
+        doc = "".join(chr(0x4E00 + 3000 + rng.randrange(500)) for _ in range(rng.randrange(0, 50)))
+        doc += piece[a:b] + "".join(chr(0x4E00 + 3000 + rng.randrange(500)) for _ in range(30))
+        prefix = decontam.prefix_hashes(decontam.word_codepoints(doc))
+        every = decontam.ngram_hashes(prefix, 20)
+        expected = np.flatnonzero(np.isin(every, index.hashes))
+        starts, _ = decontam._shared_ngrams(prefix, index) if len(prefix) > 20 else (np.empty(0), None)
+        assert starts.tolist() == expected.tolist(), (trial, a, b)
