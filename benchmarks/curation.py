@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 
 from benchmarks.proctree import run_measured
@@ -35,6 +36,7 @@ SETTINGS = {
 def run_setting(name: str, sources: list[str], folder: str, characters: int, workers: int) -> dict:
     """One `albert corpus` run over `sources` with the setting's options; its cost and what it did."""
     out = os.path.join(folder, f"corpus-{name}")
+    shutil.rmtree(out, ignore_errors=True)  # a repeat starts afresh (the stage would skip a finished corpus)
     beam = ["--direct_running_mode", "multi_processing", "--direct_num_workers", str(workers)]
     cmd = albert_command("corpus", *(a for s in sources for a in ("--source", s)), "--out", out, *beam)
     log = os.path.join(folder, f"corpus-{name}.log")
@@ -58,17 +60,25 @@ def run_setting(name: str, sources: list[str], folder: str, characters: int, wor
     }
 
 
-def curation_cost(copies: int = 16, workers: int = 2, work: str | None = None) -> dict:
-    """Both settings on one generated scale corpus (off first, then on)."""
+def curation_cost(copies: int = 16, workers: int = 2, repeats: int = 2, work: str | None = None) -> dict:
+    """Both settings on one generated scale corpus, alternating (off, on, off, on, ...) `repeats`
+    times: CPU time on a shared virtual machine moves by 10% between identical runs, so each
+    setting's figure is its fastest run (the one least disturbed), with every run's CPU-s listed."""
     with tempfile.TemporaryDirectory(prefix="curation-bench-", dir=work) as folder:
         corpus = write_scale_corpus(os.path.join(folder, "input"), copies)
-        runs = {
-            name: run_setting(name, corpus.sources, folder, corpus.characters, workers) for name in SETTINGS
-        }
+        tries: dict[str, list[dict]] = {name: [] for name in SETTINGS}
+        for _ in range(repeats):
+            for name in SETTINGS:
+                tries[name].append(run_setting(name, corpus.sources, folder, corpus.characters, workers))
+    runs = {}
+    for name, results in tries.items():
+        runs[name] = min(results, key=lambda r: r["cpu_s"])
+        runs[name]["all_cpu_s"] = [r["cpu_s"] for r in results]
     on, off = runs["on"]["chars_per_cpu_s"], runs["off"]["chars_per_cpu_s"]
     return {
         "copies": copies,
         "workers": workers,
+        "repeats": repeats,
         "documents": corpus.documents,
         "characters": corpus.characters,
         "runs": runs,
@@ -91,6 +101,8 @@ def format_table(result: dict) -> str:
             f"{r['wrong_language']:>10,}{r['foreign_lines']:>15,}{r['personal_data']:>10,}"
             f"{r['eval_contamination']:>7,}"
         )
+    for name, r in result["runs"].items():
+        lines.append(f"  {name}: CPU-s of every run {r['all_cpu_s']} (the table shows the fastest)")
     verdict = "PASS" if result["pass"] else "FAIL"
     lines.append(
         f"  on/off: {result['ratio_on_off']}x; on >= {result['target']:,} characters per CPU-second: {verdict}"
@@ -102,9 +114,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.curation", description=__doc__.split("\n")[0])
     parser.add_argument("--copies", type=int, default=16, help="copies of the sample [%(default)s]")
     parser.add_argument("--workers", type=int, default=2, help="DirectRunner workers [%(default)s]")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="runs of each setting, alternating [%(default)s]"
+    )
     add_json_argument(parser)
     args = parser.parse_args(argv)
-    result = curation_cost(args.copies, args.workers)
+    result = curation_cost(args.copies, args.workers, args.repeats)
     return report(result, format_table(result), args.json)
 
 
