@@ -108,7 +108,7 @@ def clean_record(
         "where": record.get("where", ""),
     }
     language = langid.language_verdict(
-        lines, opts.curation.language_codes, opts.curation.min_language_confidence
+        lines, opts.curation.language_codes, opts.curation.language_min_confidence
     )
     if language.language:
         counts[language_counter(language.language)] = 1

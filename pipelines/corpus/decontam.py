@@ -18,10 +18,11 @@ The hash: every code point gets a random 64-bit code (splitmix64 of the code poi
 s_0..s_{k-1} hashes to sum_t code(s_t) * B^t in wrapping uint64 arithmetic (B odd, so B has an inverse
 mod 2^64). With P the prefix sums of code(s_j) * B^j, the hash of s_i..s_{j-1} is
 (P[j] - P[i]) * B^-i: every n-gram of a document in O(1) numpy operations whatever n is. The
-evaluation side hashes with the same functions. The lookup: a table of one flag per top-k-bit prefix of
-the index's hashes, probed at two places per hash (a Bloom filter with two probes: 1.4% false passes)
-sends only the few n-grams that may be in the index on to an exact np.searchsorted in the sorted
-hashes, since a binary search costs a chain of ~20 cache misses per n-gram.
+evaluation side hashes with the same functions. The lookup (_shared_ngrams): the document's
+(n - 4)-grams at every fifth position are looked up in a set of the evaluation (n - 4)-grams, and only
+around one found are its n-grams looked up in the sorted n-gram hashes: exact (every shared n-gram
+holds such a probe), and a binary search, a chain of ~20 cache misses, runs only for the few
+documents that share text with an evaluation set.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
+import xxhash
 
 from core.errors import UserError
 from pipelines.corpus.eval_sets import EvalSet
@@ -139,18 +141,24 @@ class EvalIndex:
     records: tuple[dict, ...]  # one per set, for the manifest
 
     @cached_property
-    def probe_set(self) -> frozenset[int]:
-        """The probe hashes as a Python set, built once per process (~0.2 s, ~60 MB for the bundled
-        tasks): a hash-table lookup is one memory access where a binary search over 8 MB is twenty."""
-        return frozenset(self.probe_hashes.tolist())
+    def key(self) -> str:
+        """What tells one index from another in a worker process (its tables are built once per key)."""
+        return xxhash.xxh3_128_hexdigest(self.hashes.tobytes() + self.short_hashes.tobytes())
 
-    @cached_property
+    @property
+    def probe_set(self) -> frozenset[int]:
+        """The probe hashes as a Python set (~0.2 s, ~60 MB for the bundled tasks): a hash-table lookup
+        is one memory access where a binary search over 8 MB is twenty. Built once per process and
+        index: a runner may unpickle its DoFn, and so the index, many times."""
+        return _lookup_tables(self)[0]
+
+    @property
     def _short(self) -> dict[int, int]:
         """short hash -> set, for the few lines per document short enough to be looked up one by one."""
-        return dict(zip(self.short_hashes.tolist(), self.short_set_of.tolist()))
+        return _lookup_tables(self)[1]
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_short", "probe_set")}
+        return {k: v for k, v in self.__dict__.items() if k != "key"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -164,6 +172,22 @@ class EvalIndex:
         """Bytes of the index's arrays (what travels to each worker)."""
         arrays = (self.hashes, self.set_of, self.probe_hashes, self.short_hashes, self.short_set_of)
         return sum(int(a.nbytes) for a in arrays)
+
+
+_TABLES: dict[str, tuple[frozenset[int], dict[int, int]]] = {}
+
+
+def _lookup_tables(index: EvalIndex) -> tuple[frozenset[int], dict[int, int]]:
+    """(probe set, short hash -> set) of an index, once per process and index content."""
+    tables = _TABLES.get(index.key)
+    if tables is None:
+        tables = (
+            frozenset(index.probe_hashes.tolist()),
+            dict(zip(index.short_hashes.tolist(), index.short_set_of.tolist())),
+        )
+        _TABLES.clear()  # one index per corpus run: never hold two
+        _TABLES[index.key] = tables
+    return tables
 
 
 def _set_hashes(

@@ -147,7 +147,7 @@ class CurationOptions:
     """The corpus sources are Chinese, so `zh`: a Japanese, Korean or English document is dropped as
     `wrong_language`, and a Chinese document's foreign-language lines are removed (line rule
     `foreign_language`). Written Cantonese is `yue`. docs/langid.md says how a language is found."""
-    min_language_confidence: float = opt(
+    language_min_confidence: float = opt(
         0.5,
         "documents whose language confidence is under this are dropped as wrong_language; lines "
         "under it are never removed [%(default)s]",
@@ -190,8 +190,8 @@ class CurationOptions:
         if not self.languages.strip():
             raise UserError("--languages needs at least one language code, or off")
         language_codes(self.languages)  # a code the model does not know would drop every document
-        if not 0.0 <= self.min_language_confidence <= 1.0:
-            raise UserError("min_language_confidence must lie in [0, 1]")
+        if not 0.0 <= self.language_min_confidence <= 1.0:
+            raise UserError("language_min_confidence must lie in [0, 1]")
         if self.pii not in PII_MODES:
             raise UserError(f"--pii must be one of {', '.join(PII_MODES)}, not {self.pii!r}")
         if self.decontaminate_mode not in DECONTAMINATE_MODES:

@@ -23,7 +23,7 @@ DEFAULT_OPTIONS = (
     '"max_dup_ngram_ratio": [[5, 0.8], [6, 0.78], [7, 0.76], [8, 0.74], [9, 0.72], [10, 0.7]], '
     '"max_top_word_ngram_ratio": [[2, 0.2], [3, 0.18], [4, 0.16]], '
     '"max_dup_word_ngram_ratio": [[5, 0.15], [6, 0.14], [7, 0.13], [8, 0.12], [9, 0.11], [10, 0.1]], '
-    '"languages": "zh", "min_language_confidence": 0.5, "pii": "redact", "decontaminate": [], '
+    '"languages": "zh", "language_min_confidence": 0.5, "pii": "redact", "decontaminate": [], '
     '"decontaminate_mode": "document", "decontaminate_ngram": 20, '
     '"line_min_chars": 5, "boilerplate_min_docs": 3, "shingle_chars": 5, "shingle_words": 3, '
     '"minhash_bands": 20, "minhash_rows": 5, "near_dup_threshold": 0.7, "minhash_seed": 1, '
