@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -138,7 +139,7 @@ class EvalIndex:
     hashes: np.ndarray  # (k,) uint64, sorted, unique: n-grams
     set_of: np.ndarray  # (k,) uint16: index into `names`
     probe_hashes: np.ndarray  # (p,) uint64, sorted, unique: (n - stride + 1)-grams
-    short_hashes: np.ndarray  # (s,) uint64, sorted, unique: whole short texts
+    short_texts: np.ndarray  # (s,) str, sorted, unique: whole short texts, in word characters
     short_set_of: np.ndarray  # (s,) uint16
     names: tuple[str, ...]
     records: tuple[dict, ...]  # one per set, for the manifest
@@ -146,7 +147,7 @@ class EvalIndex:
     @cached_property
     def key(self) -> str:
         """What tells one index from another in a worker process (its tables are built once per key)."""
-        return xxhash.xxh3_128_hexdigest(self.hashes.tobytes() + self.short_hashes.tobytes())
+        return xxhash.xxh3_128_hexdigest(self.hashes.tobytes() + self.short_texts.tobytes())
 
     @property
     def probe_set(self) -> frozenset[int]:
@@ -156,8 +157,8 @@ class EvalIndex:
         return _lookup_tables(self)[0]
 
     @property
-    def _short(self) -> dict[int, int]:
-        """short hash -> set, for the few lines per document short enough to be looked up one by one."""
+    def _short(self) -> dict[str, int]:
+        """short text -> set, for the few lines per document short enough to be looked up one by one."""
         return _lookup_tables(self)[1]
 
     def __getstate__(self) -> dict:
@@ -173,20 +174,20 @@ class EvalIndex:
     @property
     def nbytes(self) -> int:
         """Bytes of the index's arrays (what travels to each worker)."""
-        arrays = (self.hashes, self.set_of, self.probe_hashes, self.short_hashes, self.short_set_of)
+        arrays = (self.hashes, self.set_of, self.probe_hashes, self.short_texts, self.short_set_of)
         return sum(int(a.nbytes) for a in arrays)
 
 
-_TABLES: dict[str, tuple[frozenset[int], dict[int, int]]] = {}
+_TABLES: dict[str, tuple[frozenset[int], dict[str, int]]] = {}
 
 
-def _lookup_tables(index: EvalIndex) -> tuple[frozenset[int], dict[int, int]]:
+def _lookup_tables(index: EvalIndex) -> tuple[frozenset[int], dict[str, int]]:
     """(probe set, short hash -> set) of an index, once per process and index content."""
     tables = _TABLES.get(index.key)
     if tables is None:
         tables = (
             frozenset(index.probe_hashes.tolist()),
-            dict(zip(index.short_hashes.tolist(), index.short_set_of.tolist())),
+            dict(zip(index.short_texts.tolist(), index.short_set_of.tolist())),
         )
         _TABLES.clear()  # one index per corpus run: never hold two
         _TABLES[index.key] = tables
@@ -195,11 +196,11 @@ def _lookup_tables(index: EvalIndex) -> tuple[frozenset[int], dict[int, int]]:
 
 def _set_hashes(
     texts: tuple[str, ...], n: int, probe_n: int, min_chars: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(every n-gram hash of the texts; every probe_n-gram hash of those with an n-gram; the
-    whole-text hashes of those of min_chars..n-1 word characters), each sorted unique."""
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(every n-gram hash of the texts; every probe_n-gram hash of those with an n-gram, each sorted
+    unique; the texts of min_chars..n-1 word characters, in word characters, sorted unique)."""
     empty = np.empty(0, dtype=np.uint64)
-    grams, probes, short = [empty], [empty], [empty]
+    grams, probes, short = [empty], [empty], set()
     for text in texts:
         cps = word_codepoints(text)
         if len(cps) >= n:
@@ -207,15 +208,24 @@ def _set_hashes(
             grams.append(ngram_hashes(prefix, n))
             probes.append(ngram_hashes(prefix, probe_n))
         elif len(cps) >= min_chars:
-            short.append(prefix_hashes(cps)[-1:])
-    grams, probes, short = (_sorted_unique(np.concatenate(part)) for part in (grams, probes, short))
-    return grams, probes, short
+            short.add(_chars(cps))
+    return _sorted_unique(np.concatenate(grams)), _sorted_unique(np.concatenate(probes)), sorted(short)
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
     """np.unique of uint64 by one sort (np.unique hashes first: several times slower here)."""
     values = np.sort(values)
     return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
+
+
+def _merge_texts(parts: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-set sorted texts -> (sorted unique texts, the first set that has each)."""
+    first: dict[str, int] = {}
+    for i, texts in enumerate(parts):
+        for text in texts:
+            first.setdefault(text, i)
+    ordered = sorted(first)
+    return np.array(ordered, dtype=str), np.array([first[t] for t in ordered], dtype=np.uint16)
 
 
 def _merge(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -256,16 +266,16 @@ def build_index(sets: list[EvalSet], n: int = DEFAULT_NGRAM, min_chars: int = MI
         )
     hashes, set_of = _merge(grams)
     probe_hashes, _ = _merge(probes)
-    short_hashes, short_set_of = _merge(shorts)
+    short_texts, short_set_of = _merge_texts(shorts)
     names = tuple(s.name for s in sets)
     return EvalIndex(
-        n, min_chars, stride, hashes, set_of, probe_hashes, short_hashes, short_set_of, names, tuple(records)
+        n, min_chars, stride, hashes, set_of, probe_hashes, short_texts, short_set_of, names, tuple(records)
     )
 
 
 # --- the index as a file: what the workers read ----------------------------------------------------
 
-_ARRAYS = ("hashes", "set_of", "probe_hashes", "short_hashes", "short_set_of")
+_ARRAYS = ("hashes", "set_of", "probe_hashes", "short_texts", "short_set_of")
 
 
 @dataclass(frozen=True)
@@ -354,6 +364,8 @@ def _shared_ngrams(prefix: np.ndarray, index: EvalIndex) -> tuple[np.ndarray, np
 
 
 _NOTHING = np.empty(0, dtype=np.intp)
+SHORT_LINE_CHARS = 4  # times n: the longest line (as written) looked up as a short evaluation text
+_NON_WORD = re.compile(r"[\W_]+")  # filters.word_chars's rule, for one line
 
 
 @dataclass(frozen=True)
@@ -365,28 +377,27 @@ class _Scan:
 
 
 def _scan(lines: list[str], index: EvalIndex) -> _Scan | None:
-    """Every n-gram and every short line of the document looked up once; None when clean."""
-    is_word, _ = _tables()
-    cps = np.frombuffer("\n".join(lines).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    cps = cps.astype(np.intp)
-    word = is_word[cps]
-    wcps = cps[word]
-    if len(wcps) < index.min_chars:
+    """Every n-gram and every short line of the document looked up once; None when clean.
+
+    The document's word characters are filters.word_chars of its joined lines: in document mode the
+    quality filters have just computed them (a cache hit). A line is looked up as a short evaluation
+    text when it has min_chars to n - 1 word characters and is under SHORT_LINE_CHARS characters as
+    written: a line four times longer than its word characters is not text a review could hide in."""
+    words = word_chars("\n".join(lines))
+    if len(words) < index.min_chars:
         return None
-    prefix = prefix_hashes(wcps)
+    wcps = np.frombuffer(words.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     gram_hits = gram_sets = _NOTHING
     if len(wcps) >= index.n:
-        gram_hits, gram_sets = _shared_ngrams(prefix, index)
+        gram_hits, gram_sets = _shared_ngrams(prefix_hashes(wcps), index)
     line_hits = {}
-    if len(index.short_hashes):
-        # each line's span of word characters, [start, end): few lines are short, so plain Python
-        start, short, (_, inv) = 0, index._short, _POWERS.get(len(prefix))
-        for i, end in enumerate([*np.cumsum(word)[cps == 10].tolist(), len(wcps)]):
-            if index.min_chars <= end - start < index.n:
-                h = (int(prefix[end]) - int(prefix[start])) * int(inv[start]) & _MASK
-                if h in short:
-                    line_hits[i] = short[h]
-            start = end
+    if len(index.short_texts):
+        short, longest = index._short, SHORT_LINE_CHARS * index.n
+        for i, line in enumerate(lines):
+            if index.min_chars <= len(line) < longest:
+                s = _NON_WORD.sub("", line)
+                if index.min_chars <= len(s) < index.n and s in short:
+                    line_hits[i] = short[s]
     if not len(gram_hits) and not line_hits:
         return None
     return _Scan(wcps, gram_hits, gram_sets, line_hits)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 
 from core.config_cli import opt, section
 from core.errors import UserError
@@ -206,9 +207,10 @@ class CurationOptions:
                 f"--decontaminate-ngram must be at least {MIN_CHARS}, not {self.decontaminate_ngram}"
             )
 
-    @property
+    @cached_property
     def language_codes(self) -> tuple[str, ...]:
-        """The languages kept, sorted; () when language identification is off."""
+        """The languages kept, sorted; () when language identification is off (parsed once: every
+        document asks)."""
         return language_codes(self.languages)
 
 
