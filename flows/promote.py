@@ -84,8 +84,6 @@ def evaluate_afresh(
     return Evaluation(metrics, baselines, *eval_samples(report), weights)
 
 
-@stage_flow("promote")
-@lock.scope()  # the registry's lock (open_registry) is held until the promotion ends
 def corpus_manifest(corpus_dir: str | None) -> dict | None:
     """The manifest of the candidate's corpus, when its lineage names one that has it."""
     if not corpus_dir:
@@ -94,6 +92,8 @@ def corpus_manifest(corpus_dir: str | None) -> dict | None:
     return storage.read_json(path) if storage.exists(path) else None
 
 
+@stage_flow("promote")
+@lock.scope()  # the registry's lock (open_registry) is held until the promotion ends
 def promote(
     candidate: str,
     registry: str = DEFAULT_REGISTRY,

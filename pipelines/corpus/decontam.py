@@ -27,8 +27,6 @@ documents that share text with an evaluation set.
 
 from __future__ import annotations
 
-import io
-import json
 import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -36,7 +34,6 @@ from functools import cached_property, lru_cache
 import numpy as np
 import xxhash
 
-from core import storage
 from core.errors import UserError
 from pipelines.corpus.eval_sets import EvalSet
 from pipelines.corpus.filters import word_chars
@@ -270,58 +267,6 @@ def build_index(sets: list[EvalSet], n: int = DEFAULT_NGRAM, min_chars: int = MI
     names = tuple(s.name for s in sets)
     return EvalIndex(
         n, min_chars, stride, hashes, set_of, probe_hashes, short_texts, short_set_of, names, tuple(records)
-    )
-
-
-# --- the index as a file: what the workers read ----------------------------------------------------
-
-_ARRAYS = ("hashes", "set_of", "probe_hashes", "short_texts", "short_set_of")
-
-
-@dataclass(frozen=True)
-class IndexFile:
-    """Where the index of a run is stored (stage.py writes it under the run's temporary folder), and
-    its key. This, not the index, travels with the DoFn: Beam pickles a DoFn and compresses it with
-    bz2 (about 5 MB/s), and the ~20 MB of the bundled tasks' hashes do not compress."""
-
-    path: str
-    key: str
-
-    def load(self) -> EvalIndex:
-        """The index, read once per process."""
-        index = _LOADED.get(self.key)
-        if index is None:
-            index = load_index(self.path)
-            _LOADED.clear()
-            _LOADED[self.key] = index
-        return index
-
-
-_LOADED: dict[str, EvalIndex] = {}
-
-
-def save_index(index: EvalIndex, path: str) -> IndexFile:
-    """Write the index (numpy .npz, its records as JSON) to `path` (local or gs://)."""
-    buf = io.BytesIO()
-    meta = {"n": index.n, "min_chars": index.min_chars, "stride": index.stride, "names": list(index.names)}
-    meta["records"] = list(index.records)
-    np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
-             **{name: getattr(index, name) for name in _ARRAYS})  # fmt: skip
-    storage.write_bytes(path, buf.getvalue())
-    return IndexFile(path, index.key)
-
-
-def load_index(path: str) -> EvalIndex:
-    with np.load(io.BytesIO(storage.read_bytes(path))) as data:
-        meta = json.loads(data["meta"].tobytes().decode("utf-8"))
-        arrays = {name: data[name] for name in _ARRAYS}
-    return EvalIndex(
-        meta["n"],
-        meta["min_chars"],
-        meta["stride"],
-        names=tuple(meta["names"]),
-        records=tuple(meta["records"]),
-        **arrays,
     )
 
 

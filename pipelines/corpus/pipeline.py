@@ -34,8 +34,8 @@ from pipelines.corpus.accounting import (
     near_cluster_counter,
     read_counter,
 )
-from pipelines.corpus.decontam import IndexFile
 from pipelines.corpus.dedup import Deduplicate
+from pipelines.corpus.eval_index import IndexFile
 from pipelines.corpus.finalize import (
     PIECES,
     FinalPass,

