@@ -108,18 +108,20 @@ def length_bucket(chars: int) -> int:
     return min(1 << (chars.bit_length() - 1), MAX_LENGTH_BUCKET)
 
 
+def _one_of(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r} (one of {', '.join(allowed)})")
+    return value
+
+
 def chars_counter(count: str, source: str) -> str:
     """`chars/read/<source>` (raw characters of the records read) or `chars/kept/<source>`."""
-    if count not in CHAR_COUNTS:
-        raise ValueError(f"unknown character count {count!r} (one of {', '.join(CHAR_COUNTS)})")
-    return f"{CHARS}/{count}/{_word(source, 'source')}"
+    return f"{CHARS}/{_one_of(count, CHAR_COUNTS, 'character count')}/{_word(source, 'source')}"
 
 
 def length_counter(when: str, chars: int) -> str:
     """`length/before/<bucket>` (a record read) or `length/after/<bucket>` (a document written)."""
-    if when not in LENGTHS:
-        raise ValueError(f"unknown length histogram {when!r} (one of {', '.join(LENGTHS)})")
-    return f"{LENGTH}/{when}/{length_bucket(chars)}"
+    return f"{LENGTH}/{_one_of(when, LENGTHS, 'length histogram')}/{length_bucket(chars)}"
 
 
 def language_counter(language: str) -> str:
@@ -137,9 +139,7 @@ def near_cluster_counter(size: int) -> str:
 
 
 def diagnostic_counter(family: str, what: str) -> str:
-    if family not in DIAGNOSTICS:
-        raise ValueError(f"unknown diagnostic counter family {family!r} (one of {', '.join(DIAGNOSTICS)})")
-    return f"{family}/{_word(what, 'name')}"
+    return f"{_one_of(family, DIAGNOSTICS, 'diagnostic counter family')}/{_word(what, 'name')}"
 
 
 def increment(name: str, amount: int = 1) -> None:
