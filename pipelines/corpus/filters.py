@@ -29,9 +29,15 @@ _SPACE = re.compile(r"\s+")
 _TERMINAL = re.compile(r"[。！？!?….；;：:][\"'”’」』）)》]*$")
 
 
+def _chars_without_space(line: str) -> int:
+    # Python's only printable white space is " ": a printable line needs no regex (normalized lines are
+    # printable); any other white space makes the line unprintable and takes the substitution.
+    return len(line) - line.count(" ") if line.isprintable() else len(_SPACE.sub("", line))
+
+
 def count_chars(lines: list[str]) -> int:
     """Characters without white space."""
-    return sum(len(_SPACE.sub("", line)) for line in lines)
+    return sum(map(_chars_without_space, lines))
 
 
 @lru_cache(maxsize=4)
