@@ -28,7 +28,6 @@ documents that share text with an evaluation set.
 from __future__ import annotations
 
 import gc
-import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -67,15 +66,10 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def _tables() -> tuple[np.ndarray, np.ndarray]:
-    """(is_word: bool per code point, code: uint64 per code point), built once per process (~0.1 s).
-    is_word is filters.word_chars's rule, applied to every code point at once."""
-    words = word_chars("".join(map(chr, range(_UNICODE))))
-    is_word = np.zeros(_UNICODE, dtype=bool)
-    is_word[np.frombuffer(words.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)] = True
+def _codes() -> np.ndarray:
+    """The random 64-bit code of every code point (uint64), built once per process."""
     with np.errstate(over="ignore"):
-        code = _splitmix64(np.arange(_UNICODE, dtype=np.uint64))
-    return is_word, code
+        return _splitmix64(np.arange(_UNICODE, dtype=np.uint64))
 
 
 class _Powers:
@@ -96,16 +90,13 @@ _POWERS = _Powers()
 
 
 def word_codepoints(text: str) -> np.ndarray:
-    """The code points of `text`'s word characters (intp, the fastest index type): filters.word_chars,
-    vectorised."""
-    is_word, _ = _tables()
-    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.intp)
-    return cps[is_word[cps]]
+    """The code points (uint32) of `text`'s word characters, filters.word_chars."""
+    return np.frombuffer(word_chars(text).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 def prefix_hashes(cps: np.ndarray) -> np.ndarray:
     """P (len(cps) + 1,): P[0] = 0, P[k] = sum_{j<k} code(cps[j]) * B^j (wrapping uint64)."""
-    _, code = _tables()
+    code = _codes()
     pw, _ = _POWERS.get(len(cps) + 1)
     out = np.zeros(len(cps) + 1, dtype=np.uint64)
     np.cumsum(code[cps] * pw[: len(cps)], out=out[1:])
@@ -314,7 +305,6 @@ def _shared_ngrams(prefix: np.ndarray, index: EvalIndex) -> tuple[np.ndarray, np
 
 _NOTHING = np.empty(0, dtype=np.intp)
 SHORT_LINE_CHARS = 4  # times n: the longest line (as written) looked up as a short evaluation text
-_NON_WORD = re.compile(r"[\W_]+")  # filters.word_chars's rule, for one line
 
 
 @dataclass(frozen=True)
@@ -332,10 +322,9 @@ def _scan(lines: list[str], index: EvalIndex) -> _Scan | None:
     quality filters have just computed them (a cache hit). A line is looked up as a short evaluation
     text when it has min_chars to n - 1 word characters and is under SHORT_LINE_CHARS characters as
     written: a line four times longer than its word characters is not text a review could hide in."""
-    words = word_chars("\n".join(lines))
-    if len(words) < index.min_chars:
+    wcps = word_codepoints("\n".join(lines))
+    if len(wcps) < index.min_chars:
         return None
-    wcps = np.frombuffer(words.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     gram_hits = gram_sets = _NOTHING
     if len(wcps) >= index.n:
         gram_hits, gram_sets = _shared_ngrams(prefix_hashes(wcps), index)
@@ -344,7 +333,7 @@ def _scan(lines: list[str], index: EvalIndex) -> _Scan | None:
         short, longest = index._short, SHORT_LINE_CHARS * index.n
         for i, line in enumerate(lines):
             if index.min_chars <= len(line) < longest:
-                s = _NON_WORD.sub("", line)
+                s = word_chars(line)
                 if index.min_chars <= len(s) < index.n and s in short:
                     line_hits[i] = short[s]
     if not len(gram_hits) and not line_hits:
