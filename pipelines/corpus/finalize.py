@@ -201,10 +201,16 @@ class FinalPass(beam.PTransform):
 # --- output --------------------------------------------------------------------------------------------------
 
 
+GZIP_LEVEL = 4
+"""zlib's level 9 (gzip's default) spent 7.5 CPU-s on the 16x scale corpus' 96 MB of documents; level 4
+takes 3.1 s for files 3% larger (level 6: 5.6 s, 0.4% larger). These files are read once, by the
+instances stage, which decompresses any level at the same speed."""
+
+
 def _gzip_lines(lines) -> bytes:
     """Lines -> gzip bytes (mtime 0, no file name: identical content gives identical bytes)."""
     buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=GZIP_LEVEL) as gz:
         for line in lines:
             gz.write(line.encode("utf-8") + b"\n")
     return buf.getvalue()

@@ -13,7 +13,10 @@ from apache_beam.options.pipeline_options import (
     PipelineOptions,
     SetupOptions,
     StandardOptions,
+    TypeOptions,
 )
+from apache_beam.portability import common_urns
+from apache_beam.runners import pipeline_context
 from apache_beam.runners.portability.stager import Stager
 
 from pipelines.corpus import cli
@@ -113,6 +116,27 @@ def test_pipeline_graph_serialises_for_a_remote_runner():
     labels = {t.unique_name for t in proto.components.transforms.values()}
     for stage in ("ReadSources", "CleanDocuments", "Deduplicate", "WriteDocs", "WriteRejected"):
         assert stage in labels
+
+    # Type inference is off (beam_flags); the keys each GroupByKey shuffles are still encoded by a
+    # deterministic coder, which Beam sets at submission whatever the inferred types.
+    assert options.view_as(TypeOptions).pipeline_type_check is False
+    context = pipeline_context.PipelineContext(proto.components)
+    gbk_inputs = [
+        proto.components.pcollections[next(iter(t.inputs.values()))]
+        for t in proto.components.transforms.values()
+        if t.spec.urn == common_urns.primitives.GROUP_BY_KEY.urn
+    ]
+    assert len(gbk_inputs) > 10
+    for pcoll in gbk_inputs:
+        assert context.coders.get_by_id(pcoll.coder_id).key_coder().is_deterministic()
+
+
+def test_type_inference_off_once():
+    """Beam's construction-time type inference costs the launcher seconds and decides nothing here:
+    off by default, and the user's own --no_pipeline_type_check is not repeated."""
+    flags = beam_flags("DirectRunner", [])
+    assert PipelineOptions(flags).view_as(TypeOptions).pipeline_type_check is False
+    assert beam_flags("DirectRunner", ["--no_pipeline_type_check"]).count("--no_pipeline_type_check") == 1
 
 
 def test_worker_wheel_installs_and_imports(tmp_path):
