@@ -13,9 +13,9 @@ import time
 import pytest
 
 from core.errors import UserError
-from core.peoples_daily import sample_path
 from flows.portable import check_worker_python, differing_files, local_portable, pool_env, python_shim
 from tests.cli import albert
+from tests.pipelines.corpus.fixtures import write_sample_head
 
 HEAD_LINES = 600  # the sample's first 600 paragraphs: about 100 articles
 RUN_TIMEOUT = 300  # a worker that never connects would hold the client 300 s and more: fail instead
@@ -23,11 +23,7 @@ RUN_TIMEOUT = 300  # a worker that never connects would hold the client 300 s an
 
 @pytest.fixture(scope="module")
 def head(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("sample-head") / "199801-head.txt")
-    with open(sample_path(), encoding="utf-8") as src, open(path, "w", encoding="utf-8") as dst:
-        for _, line in zip(range(HEAD_LINES), src):
-            dst.write(line)
-    return path
+    return write_sample_head(str(tmp_path_factory.mktemp("sample-head") / "199801-head.txt"), HEAD_LINES)
 
 
 def run_stages(out: str, source: str, vocab: str, flags: list[str]) -> dict[str, float]:
