@@ -64,9 +64,15 @@ class Portable:
             "--environment_config", f"localhost:{self.pool_port}",
         ]  # fmt: skip
 
-    def staged(self) -> list[str]:
-        """The file names the job server received as artifacts (all jobs so far)."""
-        return sorted(name for _, _, names in os.walk(self.staging_dir) for name in names)
+    def staged_wheels(self) -> list[str]:
+        """The worker wheels the job server received as artifacts, one per job so far (paths; the
+        artifact service names a file `<sha256>-<name>`)."""
+        return sorted(
+            os.path.join(folder, name)
+            for folder, _, names in os.walk(self.staging_dir)
+            for name in names
+            if name.endswith(".whl") and "-albert_pipelines-" in name
+        )
 
 
 def python_shim(folder: str) -> str:
@@ -156,11 +162,17 @@ def local_portable(work_dir: str) -> Iterator[Portable]:
         yield Portable(job_port, pool_port, staging, wheel)
 
 
-def differing_files(a: str, b: str, ignore: tuple[str, ...] = ("manifest.json",)) -> list[str]:
-    """The files of folder a and folder b (top level, `ignore` aside) that are in one only or whose
-    bytes differ; [] when both folders hold the same files, byte for byte."""
-    names = {n for folder in (a, b) for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n))}
-    return sorted(n for n in names - set(ignore) if not _same_bytes(os.path.join(a, n), os.path.join(b, n)))
+def differing_files(a: str, b: str) -> list[str]:
+    """The output files of folder a and folder b that are in one only or whose bytes differ; [] when
+    both hold the same outputs, byte for byte. Not compared: manifest.json (it records the runner and
+    the run time) and hidden files (the folder's marker, core.outdir)."""
+    names = {
+        n
+        for folder in (a, b)
+        for n in os.listdir(folder)
+        if os.path.isfile(os.path.join(folder, n)) and n != "manifest.json" and not n.startswith(".")
+    }
+    return sorted(n for n in names if not _same_bytes(os.path.join(a, n), os.path.join(b, n)))
 
 
 def _same_bytes(x: str, y: str) -> bool:
@@ -219,14 +231,14 @@ def rehearse(
             f"localhost:{portable.pool_port} (EXTERNAL environment, SDK harness processes of this Python)")  # fmt: skip
         say("  " + " ".join(portable.flags))
         stages(portable_dir, portable.flags, "PortableRunner")
-        wheels = [n for n in portable.staged() if n.startswith("albert_pipelines-")]
-    say(f"artifacts staged to the job server: {', '.join(wheels) or 'none'} ({len(wheels)} jobs)")
+        wheels = [os.path.basename(path).split("-", 1)[1] for path in portable.staged_wheels()]
+    say(f"worker wheels staged to the job server: {len(wheels)} ({', '.join(sorted(set(wheels)))})")
     same = True
     for stage in ("corpus", "instances"):
         differ = differing_files(os.path.join(direct, stage), os.path.join(portable_dir, stage))
-        files = len(os.listdir(os.path.join(direct, stage))) - 1
+        files = [n for n in os.listdir(os.path.join(direct, stage)) if not n.startswith(".")]
         verdict = "byte-identical" if not differ else "DIFFERENT: " + ", ".join(differ)
         say(f"  {stage:<9}  DirectRunner {times['DirectRunner'][stage]:6.1f} s   PortableRunner "
-            f"{times['PortableRunner'][stage]:6.1f} s   {files} files besides manifest.json: {verdict}")  # fmt: skip
+            f"{times['PortableRunner'][stage]:6.1f} s   {len(files) - 1} files besides manifest.json: {verdict}")  # fmt: skip
         same = same and not differ
     return same and len(wheels) == 2
