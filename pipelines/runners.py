@@ -167,6 +167,14 @@ def check_can_run(runner: Runner, flags: list[str]) -> None:
                 "from Beam's release), or --job_endpoint HOST:PORT of a running Prism"
             )
         _check_file("--prism_location", location)
+    elif runner.name == "DaskRunner":
+        from apache_beam.runners.dask.dask_runner import DaskOptions  # importable: load() checked
+
+        dask = options.view_as(DaskOptions)
+        if dask.address:  # --dask_client_address: a scheduler, which must answer (else a local cluster)
+            _check_answers("--dask_client_address", dask.address.split("://", 1)[-1])
+        if dask.scheduler_file:
+            _check_file("--dask_scheduler_file", dask.scheduler_file)
     if job_endpoint and job_endpoint != "embed":
         _check_answers("--job_endpoint", job_endpoint)
 

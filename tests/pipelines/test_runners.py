@@ -73,12 +73,19 @@ def test_unknown_runner_is_one_line_before_any_work(tmp_path):
 def test_dask_flags_are_known():
     """Dask's option class lives in its runner's module: imported before the flags are checked. With
     dask missing, the one line names the packages (not `unknown option --dask_client_address`)."""
-    flags = ["--dask_client_address", "tcp://scheduler:8786", "--dask_npartitions", "8"]
-    if DASK_INSTALLED:
-        from apache_beam.runners.dask.dask_runner import DaskOptions
+    with socket.socket() as scheduler:  # where a Dask scheduler listens
+        scheduler.bind(("127.0.0.1", 0))
+        scheduler.listen()
+        address = f"tcp://127.0.0.1:{scheduler.getsockname()[1]}"
+        flags = ["--dask_client_address", address, "--dask_npartitions", "8"]
+        if DASK_INSTALLED:
+            from apache_beam.runners.dask.dask_runner import DaskOptions
 
-        options = PipelineOptions(beam_flags("DaskRunner", flags)).view_as(DaskOptions)
-        assert (options.address, options.npartitions) == ("tcp://scheduler:8786", 8)
+            options = PipelineOptions(beam_flags("DaskRunner", flags)).view_as(DaskOptions)
+            assert (options.address, options.npartitions) == (address, 8)
+    if DASK_INSTALLED:  # the scheduler gone: refused before any work
+        with pytest.raises(UserError, match="--dask_client_address 127.0.0.1:.*: nothing answers there"):
+            check_runner_flags("DaskRunner", flags)
     else:
         with pytest.raises(UserError, match=r"^DaskRunner needs the Python package\(s\) dask, distributed"):
             check_runner_flags("DaskRunner", flags)
