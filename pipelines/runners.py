@@ -126,7 +126,10 @@ def import_option_classes() -> None:
     runner whose package is missing is refused by `load`, in one line, when it is chosen)."""
     for name, module in OPTION_MODULES.items():
         if all(_installed(p) for p in PACKAGES.get(name, ((), ""))[0]):
-            importlib.import_module(module)
+            try:
+                importlib.import_module(module)
+            except ImportError:  # installed but broken: `load` says so if this runner is chosen
+                continue
 
 
 # --- what a runner needs ------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 
 from core.errors import UserError
 from flows.portable import check_worker_python, differing_files, local_portable, pool_env, python_shim
+from flows.server import port_open
 from tests.cli import albert
 from tests.pipelines.corpus.fixtures import write_sample_head
 
@@ -49,6 +50,7 @@ def test_portable_runner_output_is_the_direct_runners(tmp_path, head, vocab_dir)
     with local_portable(str(tmp_path / "services")) as portable:
         through = run_stages(str(tmp_path / "portable"), source, vocab_dir, portable.flags)
         staged = portable.staged_wheels()
+    assert not port_open(portable.job_port) and not port_open(portable.pool_port)  # both stopped
     print(f"wall s, DirectRunner: {direct}; PortableRunner (job server + external worker pool): {through}")
 
     for stage in ("corpus", "instances"):
