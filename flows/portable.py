@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -175,6 +176,11 @@ def differing_files(a: str, b: str) -> list[str]:
     return sorted(n for n in names if not _same_bytes(os.path.join(a, n), os.path.join(b, n)))
 
 
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
 def _same_bytes(x: str, y: str) -> bool:
     if not (os.path.isfile(x) and os.path.isfile(y)):
         return False
@@ -233,6 +239,14 @@ def rehearse(
         stages(portable_dir, portable.flags, "PortableRunner")
         wheels = [os.path.basename(path).split("-", 1)[1] for path in portable.staged_wheels()]
     say(f"worker wheels staged to the job server: {len(wheels)} ({', '.join(sorted(set(wheels)))})")
+    jobs = re.findall(
+        r"Completed job in ([0-9.]+) seconds", _read(os.path.join(work_dir, "services", "job.log"))
+    )
+    say(
+        "the job server ran the jobs in "
+        + ", ".join(f"{float(s):.1f} s" for s in jobs)
+        + " (corpus, instances)"
+    )
     same = True
     for stage in ("corpus", "instances"):
         differ = differing_files(os.path.join(direct, stage), os.path.join(portable_dir, stage))
