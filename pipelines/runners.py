@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import (
     FlinkRunnerOptions,
     GoogleCloudOptions,
     JobServerOptions,
+    KafkaStreamsRunnerOptions,
     PipelineOptions,
     PortableOptions,
     PrismRunnerOptions,
@@ -162,6 +163,10 @@ def check_can_run(runner: Runner, flags: list[str]) -> None:
             raise UserError("SparkRunner --spark_submit_uber_jar needs --spark_rest_url http://HOST:6066")
         jar = f"beam-runners-spark-{spark.spark_version}-job-server-{_beam_version()}.jar"
         _check_jar(runner, "--spark_job_server_jar", spark.spark_job_server_jar, jar, options)
+    elif runner.name == "KafkaStreamsRunner" and not job_endpoint:
+        jar = options.view_as(KafkaStreamsRunnerOptions).kafka_streams_job_server_jar
+        what = "a Kafka Streams job server jar, built from Beam's sources (no release ships one)"
+        _check_jar(runner, "--kafka_streams_job_server_jar", jar, what, options)
     elif runner.name == "PrismRunner" and not job_endpoint:
         location = options.view_as(PrismRunnerOptions).prism_location
         if not location:

@@ -105,6 +105,10 @@ def test_flink_without_a_job_server_says_what_it_needs(tmp_path):
         check_runner_flags("FlinkRunner", ["--flink_job_server_jar", "/no/such.jar"])
     with pytest.raises(UserError, match="SparkRunner needs a job server: --spark_job_server_jar"):
         check_runner_flags("SparkRunner", ["--spark_master_url", "spark://master:7077"])
+    with pytest.raises(
+        UserError, match="KafkaStreamsRunner needs a job server: --kafka_streams_job_server_jar"
+    ):
+        check_runner_flags("KafkaStreamsRunner", [])
 
 
 def test_a_job_server_jar_needs_java(tmp_path):
