@@ -155,13 +155,13 @@ def check_can_run(runner: Runner, flags: list[str]) -> None:
             )
     elif runner.name == "FlinkRunner" and not job_endpoint:
         flink = options.view_as(FlinkRunnerOptions)
-        jar = f"beam-runners-flink-{flink.flink_version}-job-server-{_beam_version()}.jar"
+        jar = _beam_jar(f":runners:flink:{flink.flink_version}:job-server:shadowJar")
         _check_jar(runner, "--flink_job_server_jar", flink.flink_job_server_jar, jar, options)
     elif runner.name == "SparkRunner" and not job_endpoint:
         spark = options.view_as(SparkRunnerOptions)
         if spark.spark_submit_uber_jar and not spark.spark_rest_url:
             raise UserError("SparkRunner --spark_submit_uber_jar needs --spark_rest_url http://HOST:6066")
-        jar = f"beam-runners-spark-{spark.spark_version}-job-server-{_beam_version()}.jar"
+        jar = _beam_jar(f":runners:spark:{spark.spark_version}:job-server:shadowJar")
         _check_jar(runner, "--spark_job_server_jar", spark.spark_job_server_jar, jar, options)
     elif runner.name == "KafkaStreamsRunner" and not job_endpoint:
         jar = options.view_as(KafkaStreamsRunnerOptions).kafka_streams_job_server_jar
@@ -223,7 +223,8 @@ def _check_answers(flag: str, address: str) -> None:
         raise UserError(f"{flag} {address}: nothing answers there ({err.strerror or err})") from None
 
 
-def _beam_version() -> str:
-    import apache_beam
+def _beam_jar(gradle_target: str) -> str:
+    """The file name of the job server jar Beam would fetch for this target (nothing is fetched)."""
+    from apache_beam.utils.subprocess_server import JavaJarServer
 
-    return apache_beam.__version__
+    return os.path.basename(JavaJarServer.path_to_beam_jar(gradle_target))
