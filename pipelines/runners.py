@@ -156,13 +156,15 @@ def check_can_run(runner: Runner, flags: list[str]) -> None:
     elif runner.name == "FlinkRunner" and not job_endpoint:
         flink = options.view_as(FlinkRunnerOptions)
         jar = _beam_jar(f":runners:flink:{flink.flink_version}:job-server:shadowJar")
-        _check_jar(runner, "--flink_job_server_jar", flink.flink_job_server_jar, jar, options)
+        java = not flink.flink_submit_uber_jar  # an uber jar goes to Flink's REST API, not to java
+        _check_jar(runner, "--flink_job_server_jar", flink.flink_job_server_jar, jar, options, java)
     elif runner.name == "SparkRunner" and not job_endpoint:
         spark = options.view_as(SparkRunnerOptions)
         if spark.spark_submit_uber_jar and not spark.spark_rest_url:
             raise UserError("SparkRunner --spark_submit_uber_jar needs --spark_rest_url http://HOST:6066")
         jar = _beam_jar(f":runners:spark:{spark.spark_version}:job-server:shadowJar")
-        _check_jar(runner, "--spark_job_server_jar", spark.spark_job_server_jar, jar, options)
+        java = not spark.spark_submit_uber_jar  # an uber jar goes to Spark's REST API, not to java
+        _check_jar(runner, "--spark_job_server_jar", spark.spark_job_server_jar, jar, options, java)
     elif runner.name == "KafkaStreamsRunner" and not job_endpoint:
         jar = options.view_as(KafkaStreamsRunnerOptions).kafka_streams_job_server_jar
         what = "a Kafka Streams job server jar, built from Beam's sources (no release ships one)"
@@ -187,7 +189,9 @@ def check_can_run(runner: Runner, flags: list[str]) -> None:
         _check_answers("--job_endpoint", job_endpoint)
 
 
-def _check_jar(runner: Runner, flag: str, given: str | None, jar: str, options: PipelineOptions) -> None:
+def _check_jar(
+    runner: Runner, flag: str, given: str | None, jar: str, options: PipelineOptions, java: bool = True
+) -> None:
     """A job server jar given (a file here, or a URL the user chose), and java to start it."""
     if not given:
         raise UserError(
@@ -195,10 +199,10 @@ def _check_jar(runner: Runner, flag: str, given: str | None, jar: str, options: 
             f"--job_endpoint HOST:PORT of one that runs; albert does not let Beam download the jar"
         )
     _check_file(flag, given)
-    java = options.view_as(JobServerOptions).job_server_java_launcher
-    if not shutil.which(java):
+    launcher = options.view_as(JobServerOptions).job_server_java_launcher
+    if java and not shutil.which(launcher):
         raise UserError(
-            f"{runner.name} starts its job server jar with {java!r}, which is not on PATH: install a "
+            f"{runner.name} starts its job server jar with {launcher!r}, which is not on PATH: install a "
             f"Java runtime (or give --job_server_java_launcher PATH)"
         )
 

@@ -118,6 +118,15 @@ def test_a_job_server_jar_needs_java(tmp_path):
     check_runner_flags("FlinkRunner", [*flags, "--job_server_java_launcher", sys.executable])
     with pytest.raises(UserError, match="'no-such-java', which is not on PATH: install a Java runtime"):
         check_runner_flags("FlinkRunner", [*flags, "--job_server_java_launcher", "no-such-java"])
+    # An uber jar goes to Flink's REST API: no java here.
+    uber = [
+        "--flink_submit_uber_jar",
+        "--flink_master",
+        "flink:8081",
+        "--job_server_java_launcher",
+        "no-such-java",
+    ]
+    check_runner_flags("FlinkRunner", [*flags, *uber])
 
 
 def test_portable_and_prism_need_an_endpoint_or_binary():
