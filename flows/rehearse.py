@@ -1,7 +1,7 @@
 """`albert rehearse` (`make rehearse`): the weekly production run of infra/prefect.yaml, here, as production
 would run it, with a local stand-in for every cloud service.
 
-    albert rehearse [--steps 150] [--articles 1200] [--keep-server]
+    albert rehearse [--steps 150] [--articles 1200] [--no-portable] [--keep-server]
 
 | production                                   | here                                                       |
 |----------------------------------------------|------------------------------------------------------------|
@@ -12,6 +12,10 @@ would run it, with a local stand-in for every cloud service.
 | the schedule firing repretrain/weekly        | a run of the same deployment created through the API       |
 | Dataflow (corpus and instances)              | Beam's DirectRunner, 2 worker processes; the options that  |
 |                                              | would go to Dataflow are printed                           |
+| Flink or Spark: their job server and SDK     | Beam's Python job server and an external worker pool       |
+| harnesses (corpus and instances)             | (flows/portable.py): the bundled sample's corpus, vocab    |
+|                                              | and instances through PortableRunner, byte for byte the    |
+|                                              | DirectRunner's                                             |
 | pretrain/gpu-vertex: a GPU job, 8 ranks      | the same hand-off (run_deployment) to a served deployment: |
 |                                              | torchrun with 2 gloo ranks on the CPU                      |
 | ALBERT-base, 125k steps of 4096 x 512        | the tiny preset, a few hundred steps of 16 x 128           |
@@ -247,6 +251,9 @@ class RehearseOptions:
 
     steps: int = opt(150, "pretraining steps per week [150]")
     articles: int = opt(1200, "sample articles written as the week's dumps [1200]")
+    portable: bool = opt(
+        True, "run the bundled sample through Beam's portable path (job server, worker pool) first [on]"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -271,6 +278,15 @@ def run(args: argparse.Namespace) -> int:
         say(f"storage   {root}   (GCS emulator at {gcs}; STORAGE_EMULATOR_HOST is set for every process)")
         say(f"inputs    {dumps}/{DUMP} ({inputs['zhwiki pages']} pages) and its index,")
         say(f"          {dumps}/{NEWS} ({inputs['news articles']} articles)")
+
+        portable_ok = True
+        if options.portable:
+            section(
+                "Beam's portable path: job submission, artifact staging, SDK harnesses (as on Flink, Spark)"
+            )
+            from flows.portable import rehearse as rehearse_portable
+
+            portable_ok = rehearse_portable(os.path.join(tmp, "portable"), say)
 
         production, beam_args = weekly_parameters(root, dumps)
         section("What production runs, and what stands in for it here")
@@ -340,4 +356,6 @@ def run(args: argparse.Namespace) -> int:
             say(f"registry log: {', '.join(events)}")
             say(f"bucket: {len(storage.glob(f'gs://{BUCKET}/factory/**'))} objects under {root}")
             say(f"rehearsal took {(time.time() - started) / 60:.1f} min")
-    return 0 if ok else 1
+            if not portable_ok:
+                say("the portable runner's output differs from the DirectRunner's (above)")
+    return 0 if ok and portable_ok else 1

@@ -33,7 +33,12 @@ class CorpusRun:
         metavar="KIND:PATH",
     )
     out: str = opt(help="output folder (local or gs://...)")
-    runner: str = opt("DirectRunner", "Beam runner (default DirectRunner)", run=True)
+    runner: str = opt(
+        "DirectRunner",
+        "Beam runner: a short name (DirectRunner, DataflowRunner, flink, DaskRunner, ...) or a class path "
+        "(default DirectRunner; docs/scale.md)",
+        run=True,
+    )
     force: bool = opt(
         False,
         "write into --out even when it holds files `albert corpus` did not write, or a finished "

@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentP
 from core import outdir, storage
 from core.errors import StageFailed, UserError
 from core.manifest import MANIFEST, write_manifest
-from pipelines import beam_run, malloc
+from pipelines import beam_run, malloc, runners
 from pipelines.corpus.accounting import (
     accounting_problems,
     add_lost_ids,
@@ -44,14 +44,8 @@ RUN_FILES = (TMP_DIR, "docs-*.jsonl.gz", "rejected-*.jsonl.gz", ".docs-*.tmp-*",
 
 _log = logging.getLogger(__name__)
 # Any of these says how workers get the code (an image, or packages): no worker wheel is built then.
-_STAGING_FLAGS = (
-    "--sdk_container_image",
-    "--setup_file",
-    "--extra_package",
-    "--extra_packages",
-    "--environment_config",
-    "--environment_options",
-)
+# (--environment_config is an image only with --environment_type DOCKER: _image_given.)
+_STAGING_FLAGS = ("--sdk_container_image", "--setup_file", "--extra_package", "--extra_packages")
 
 
 # --- Beam options ---------------------------------------------------------------------------------------
@@ -63,7 +57,9 @@ def _flag_names(flags: list[str]) -> set[str]:
 
 def check_beam_flags(flags: list[str]) -> None:
     """Fail on flags that neither this command nor any Beam options class knows (Beam itself only
-    logs and drops them, which turns a typo into a silently different run)."""
+    logs and drops them, which turns a typo into a silently different run). The known runners'
+    option classes are imported first (pipelines.runners)."""
+    runners.import_option_classes()
     parser = _BeamArgumentParser(allow_abbrev=False)
     for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
         cls._add_argparse_args(parser)  # noqa: SLF001 -- the same parser Beam builds
@@ -77,48 +73,61 @@ def check_beam_flags(flags: list[str]) -> None:
 def beam_flags(runner: str, extra: list[str], staging_dir: str | None = None) -> list[str]:
     """The flags handed to Beam: the user's pass-through flags plus the runner and local defaults.
 
-    DirectRunner: multi_processing over all cores unless the user says otherwise. A remote runner gets
-    the worker wheel (pipelines.corpus.staging) unless an image, setup file or package is given."""
+    `runner`: a short name or a class path (pipelines.runners.resolve); Beam gets its class name, or
+    its path where Beam does not know it by name. Checked before anything is built (check_runner_flags).
+    DirectRunner: multi_processing over all cores unless the user says otherwise. A runner that runs
+    elsewhere gets the worker wheel (pipelines.corpus.staging) unless an image, setup file or package
+    is given."""
+    chosen = runners.resolve(runner)
     flags = list(extra)
     names = _flag_names(flags)
-    flags += ["--runner", runner]
+    flags += ["--runner", chosen.flag]
     if "--no_pipeline_type_check" not in names:
         # Beam's construction-time type inference disassembles every DoFn's bytecode: 5 of the
         # launcher's 12 CPU-s on the 16x scale corpus, for element types nothing here uses (the
         # coders of grouped keys are made deterministic at submission either way). Same output bytes.
         flags.append("--no_pipeline_type_check")
-    if runner in ("DirectRunner", "direct"):
-        malloc.limit_arenas()  # this process and the workers it starts (pipelines/malloc.py)
+    if chosen.name == "DirectRunner":
         if "--direct_running_mode" not in names:
             flags += ["--direct_running_mode", "multi_processing"]
         if "--direct_num_workers" not in names:
             flags += ["--direct_num_workers", str(os.cpu_count() or 1)]
-    elif not names & set(_STAGING_FLAGS):
+    check_runner_flags(runner, flags)  # before the wheel: a run that cannot start builds nothing
+    if chosen.name == "DirectRunner":
+        malloc.limit_arenas()  # this process and the workers it starts (pipelines/malloc.py)
+    elif not chosen.local and not names & set(_STAGING_FLAGS) and not _image_given(flags):
         from pipelines.corpus.staging import build_worker_wheel
 
         wheel = build_worker_wheel(staging_dir or tempfile.mkdtemp(prefix="albert-worker-"))
         flags += ["--extra_package", wheel]
-    check_runner_flags(runner, flags)
     return flags
 
 
-def check_runner_flags(runner: str, flags: list[str]) -> None:
-    """Flags Beam knows, and what the runner needs before it can start (Beam validates Dataflow's only at
-    submission, after the inputs were hashed, or the corpus built: fail at once instead)."""
-    check_beam_flags([*flags, "--runner", runner])
-    if runner == "DataflowRunner":
-        from apache_beam.options.pipeline_options import GoogleCloudOptions
+def _image_given(flags: list[str]) -> bool:
+    """--environment_config (or --environment_option docker_container_image=...) names the workers'
+    image, which holds the code, only for DOCKER; for EXTERNAL it is a worker pool's address, for
+    PROCESS a command: those workers need the wheel."""
+    from apache_beam.options.pipeline_options import PortableOptions
 
-        gcp = PipelineOptions(flags).view_as(GoogleCloudOptions)
-        missing = [f"--{name}" for name in ("project", "region", "temp_location") if not getattr(gcp, name)]
-        if missing:
-            raise UserError(f"DataflowRunner needs {' '.join(missing)} (see infra/dataflow/README.md)")
+    portable = PipelineOptions(flags).view_as(PortableOptions)
+    image = portable.environment_config or portable.lookup_environment_option("docker_container_image")
+    return bool(image) and (portable.environment_type or "DOCKER").upper() == "DOCKER"
+
+
+def check_runner_flags(runner: str, flags: list[str]) -> None:
+    """The runner exists and imports, Beam knows every flag, and the runner has what it needs before it
+    can start (pipelines.runners.check_can_run: Beam checks these only at submission, after the inputs
+    were hashed or the corpus built, or it downloads what is missing: fail at once instead)."""
+    chosen = runners.resolve(runner)
+    runners.load(chosen)  # its package first: its option classes may live in its module
+    check_beam_flags([*flags, "--runner", chosen.flag])
+    runners.check_can_run(chosen, flags)
 
 
 def check_out_dir(runner: str, out_dir: str) -> None:
     """Workers write the spill files and shards, and read each other's: on Dataflow --out must be a
     bucket every worker sees, not a path on the launching machine."""
-    if runner == "DataflowRunner" and not storage.is_url(out_dir):
+    if runners.resolve(runner).name == "DataflowRunner" and not storage.is_url(out_dir):
         raise UserError(
             f"--out {out_dir}: DataflowRunner workers cannot write to a path on this machine; "
             "give a bucket (--out gs://BUCKET/...)"

@@ -67,7 +67,12 @@ class InstancesOptions:
         "characters per packing group (memory per worker); longer documents are cut into pieces",
     )
     seed: int = opt(_INSTANCE.seed, "")
-    runner: str = opt("DirectRunner", "Beam runner; other Beam options pass through", run=True)
+    runner: str = opt(
+        "DirectRunner",
+        "Beam runner: a short name (DirectRunner, DataflowRunner, flink, DaskRunner, ...) or a class path; "
+        "other Beam options pass through",
+        run=True,
+    )
 
     def instance_config(self) -> InstanceConfig:
         """The InstanceConfig these options describe; UserError naming the option of a bad value."""

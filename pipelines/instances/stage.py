@@ -173,14 +173,17 @@ def run_pipeline(
 
 def beam_flags(runner: str, extra: list[str]) -> list[str]:
     """Flags for Beam: the DirectRunner in one process by default (`--direct_running_mode
-    multi_processing --direct_num_workers N` spreads input files over N processes); a remote runner
-    (Dataflow, Flink, Spark) gets the small worker wheel of `pipelines/` unless an image, setup file or
-    package is given. Unknown flags are an error, not a silently different run."""
+    multi_processing --direct_num_workers N` spreads input files over N processes); any other runner,
+    by short name or class path (pipelines.runners), as the corpus stage hands it over: checked for
+    what it needs before any work, and a runner that runs elsewhere (Dataflow, Flink, Spark, a portable
+    job server) gets the small worker wheel of `pipelines/` unless an image, setup file or package is
+    given. Unknown flags are an error, not a silently different run."""
+    from pipelines import runners
     from pipelines.corpus import stage
 
-    if runner not in ("DirectRunner", "direct"):
+    if runners.resolve(runner).name != "DirectRunner":
         return stage.beam_flags(runner, extra)
-    flags = [*extra, "--runner", runner]
+    flags = [*extra, "--runner", "DirectRunner"]
     if not any(f.startswith("--direct_running_mode") for f in extra):
         flags += ["--direct_running_mode", "in_memory"]
     stage.check_beam_flags(flags)

@@ -81,7 +81,9 @@ def test_make_rehearse(tmp_path):
     )
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-5000:]
+    assert log.count("files besides manifest.json: byte-identical") == 2, "portable runner = DirectRunner"
     for needle in (
+        "worker wheels staged to the job server: 2 (albert_pipelines-",
         "Options the corpus and instance stages would send to Dataflow:",
         "--runner DataflowRunner",
         "week 1: the schedule fires",

@@ -163,3 +163,14 @@ def write_wiki(folder: str, articles: list[dict]) -> str:
 def stream_ids(k: int) -> list[str]:
     """Ids of the pages of page stream k (1..10) of `write_wiki`'s dump."""
     return ALL_IDS[(k - 1) * PER_STREAM : k * PER_STREAM]
+
+
+def write_sample_head(path: str, lines: int) -> str:
+    """The bundled People's Daily sample's first `lines` lines (paragraphs) as a file of its own: a
+    `peoples-daily:PATH` source smaller than the sample."""
+    from core.peoples_daily import sample_path
+
+    with open(sample_path(), encoding="utf-8") as src, open(path, "w", encoding="utf-8") as dst:
+        for _, line in zip(range(lines), src):
+            dst.write(line)
+    return path

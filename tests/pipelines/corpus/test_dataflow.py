@@ -216,27 +216,62 @@ def test_dataflow_out_must_be_a_bucket(tmp_path):
     assert not out.exists()
 
 
-def test_flink_and_spark_options_as_documented():
-    """The options docs/scale.md gives for Flink and Spark (portable job servers, the worker image as
-    the SDK harness): accepted, parsed as Beam reads them, and no wheel built when an image is given."""
+def test_flink_and_spark_options_as_documented(tmp_path):
+    """The options docs/scale.md gives for Flink and Spark (their job server jars, the worker image as
+    the SDK harness, or a running job server): accepted, parsed as Beam reads them, and no wheel built
+    when an image is given. (The jars are stand-ins: what Beam would start is not checked here; any
+    executable stands in for java, whose absence tests/pipelines/test_runners.py checks.)"""
+    import socket
+    import sys
+
     from apache_beam.options.pipeline_options import FlinkRunnerOptions, PortableOptions, SparkRunnerOptions
 
     image = "REGION-docker.pkg.dev/PROJECT/REPO/albert-corpus:TAG"
     harness = ["--environment_type", "DOCKER", "--environment_config", image]
+    java = ["--job_server_java_launcher", sys.executable]
+    flink_jar, spark_jar = tmp_path / "flink-job-server.jar", tmp_path / "spark-job-server.jar"
+    flink_jar.write_bytes(b"PK")
+    spark_jar.write_bytes(b"PK")
     flink = PipelineOptions(
         beam_flags(
-            "FlinkRunner", ["--flink_master", "flink-jobmanager:8081", "--flink_version", "1.19", *harness]
+            "FlinkRunner",
+            ["--flink_master", "flink-jobmanager:8081", "--flink_version", "1.19", *harness]
+            + ["--flink_job_server_jar", str(flink_jar), *java],
         )
     )
     assert flink.view_as(FlinkRunnerOptions).flink_master == "flink-jobmanager:8081"
     assert flink.view_as(FlinkRunnerOptions).flink_version == "1.19"
+    assert flink.view_as(FlinkRunnerOptions).flink_job_server_jar == str(flink_jar)
     spark = PipelineOptions(
-        beam_flags("SparkRunner", ["--spark_master_url", "spark://spark-master:7077", *harness])
+        beam_flags(
+            "SparkRunner",
+            ["--spark_master_url", "spark://spark-master:7077", *harness]
+            + ["--spark_job_server_jar", str(spark_jar), *java],
+        )
     )
     assert spark.view_as(SparkRunnerOptions).spark_master_url == "spark://spark-master:7077"
-    portable = PipelineOptions(beam_flags("PortableRunner", ["--job_endpoint", "localhost:8099", *harness]))
-    assert portable.view_as(PortableOptions).job_endpoint == "localhost:8099"
+    with socket.socket() as job_server:  # something listening where the job server would be
+        job_server.bind(("127.0.0.1", 0))
+        job_server.listen()
+        endpoint = f"localhost:{job_server.getsockname()[1]}"
+        portable = PipelineOptions(beam_flags("PortableRunner", ["--job_endpoint", endpoint, *harness]))
+    assert portable.view_as(PortableOptions).job_endpoint == endpoint
     for options in (flink, spark, portable):
         assert options.view_as(PortableOptions).environment_type == "DOCKER"
         assert options.view_as(PortableOptions).environment_config == image
         assert options.view_as(SetupOptions).extra_packages is None
+
+
+def test_an_external_worker_pool_gets_the_wheel(tmp_path):
+    """--environment_config is an image only with DOCKER: for an EXTERNAL worker pool it is an address,
+    and the workers need the worker wheel staged."""
+    import socket
+
+    with socket.socket() as job_server:
+        job_server.bind(("127.0.0.1", 0))
+        job_server.listen()
+        flags = ["--job_endpoint", f"localhost:{job_server.getsockname()[1]}"]
+        flags += ["--environment_type", "EXTERNAL", "--environment_config", "localhost:50000"]
+        options = PipelineOptions(beam_flags("PortableRunner", flags, staging_dir=str(tmp_path)))
+    (wheel,) = options.view_as(SetupOptions).extra_packages
+    assert wheel.startswith(str(tmp_path)) and wheel.endswith(".whl")

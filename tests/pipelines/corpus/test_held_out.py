@@ -10,13 +10,14 @@ import os
 
 import pytest
 
-from core.peoples_daily import article_id, ner_split, sample_path, tagged_articles
+from core.peoples_daily import article_id, ner_split, tagged_articles
 from model.ner_data import article_examples
 from pipelines.corpus.clean import HELD_OUT_EVAL, clean_record
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.peoples_daily import read_peoples_daily
 from pipelines.corpus.stage import run_corpus
 from pipelines.corpus.text_cleaning import normalize_text
+from tests.pipelines.corpus.fixtures import write_sample_head
 
 HEAD_LINES = 1500  # the sample's first 1,500 paragraphs: 245 articles, 30 of them held out
 RUNNER_FLAGS = ["--direct_running_mode=in_memory"]
@@ -24,11 +25,7 @@ RUNNER_FLAGS = ["--direct_running_mode=in_memory"]
 
 @pytest.fixture(scope="module")
 def head(tmp_path_factory) -> str:
-    path = str(tmp_path_factory.mktemp("sample-head") / "199801-head.txt")
-    with open(sample_path(), encoding="utf-8") as src, open(path, "w", encoding="utf-8") as dst:
-        for _, line in zip(range(HEAD_LINES), src):
-            dst.write(line)
-    return path
+    return write_sample_head(str(tmp_path_factory.mktemp("sample-head") / "199801-head.txt"), HEAD_LINES)
 
 
 @pytest.fixture(scope="module")
