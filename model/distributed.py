@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -119,16 +120,30 @@ def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Modul
         ids = [device.index] if device.type == "cuda" else None
         return DDP(model, device_ids=ids)
     if mode == "fsdp":
-        try:
-            from torch.distributed.fsdp import fully_shard
-        except ImportError as err:  # pragma: no cover - torch < 2.6
-            raise UserError(f"FSDP2 needs torch.distributed.fsdp.fully_shard (torch >= 2.6): {err}") from err
-        from torch.distributed.device_mesh import init_device_mesh
-
-        mesh = init_device_mesh(device.type, (d.world_size,))
-        fully_shard(model, mesh=mesh)
-        return model
+        return shard(model, d.world_size, device)
     raise UserError(f"unknown --parallel {mode!r}; expected ddp or fsdp")
+
+
+# FSDP2 warns when a sharded module returns a view that requires grad: an in-place op on it (`out +=
+# y`) would drop the hook that all-gathers the weights before backward. Ours is mlm_logits (B, P, V),
+# which F.linear returns as a view of its (B*P, V) product. Nothing changes an output in place: the
+# trainer reads the losses and the detached counts, evaluation reads under no_grad. So the hooks run,
+# and the gradients are those of the unsharded model (tests/model/test_multinode_fsdp.py).
+VIEW_WARNING = r"FSDP2-wrapped module \(FSDPAlbertForPreTraining\) returned a view tensor"
+
+
+def shard(model: nn.Module, world_size: int, device: torch.device) -> nn.Module:
+    """FSDP2: fully_shard the whole model over `world_size` ranks (in place); the model."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError as err:  # pragma: no cover - torch < 2.6
+        raise UserError(f"FSDP2 needs torch.distributed.fsdp.fully_shard (torch >= 2.6): {err}") from err
+    from torch.distributed.device_mesh import init_device_mesh
+
+    warnings.filterwarnings("ignore", message=VIEW_WARNING, category=UserWarning)
+    mesh = init_device_mesh(device.type, (world_size,))
+    fully_shard(model, mesh=mesh)
+    return model
 
 
 def no_sync(wrapped: nn.Module, active: bool):

@@ -1,0 +1,233 @@
+"""A pretraining job of 2 nodes on 127.0.0.1 (`albert launch`: two torchrun agents, c10d rendezvous,
+gloo, 1 process each), each node given one core as a machine of its own would be:
+
+- it trains as one job: the rendezvous id is the run folder's name, each rank gets the node's cores as
+  threads, and the weights are those of one process on the same global batch;
+- a node lost mid-run (its worker and its agent killed, after a checkpoint) and started again
+  rejoins: the surviving agent restarts its worker (an elastic restart), both resume from the last
+  checkpoint, and the job ends with the weights of an uninterrupted 2-node run, bit for bit, with
+  dropout on (each rank's RNG state is in the checkpoint).
+
+Also the launcher's command line and thread rule, and the flow's command for several ranks.
+
+`python -m tests.model.test_multinode --pause-after STEP --paused-file PATH pretrain ...` is `albert`
+whose trainer stops after step STEP (saved if due) and waits there to be killed: the node to lose."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from model import checkpoint as ckpt
+from model import launch
+from tests.model.train_fixtures import ROOT, cli_args
+
+STEPS, SAVE_EVERY, PAUSE_AFTER = 8, 2, 4
+DROPOUT = ("--set", "hidden_dropout_prob=0.1")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_env() -> dict[str, str]:
+    """The environment of a node: threads left to the launcher."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("OMP_NUM_THREADS", None)
+    return env
+
+
+def start_node(cmd: list[str], index: int, env: dict[str, str]) -> subprocess.Popen:
+    """A node: `cmd` on its own core (the node's cores are what it may run on), in its own session."""
+    cores = sorted(os.sched_getaffinity(0))
+    core = {cores[index % len(cores)]}
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, core),
+    )
+
+
+def launch_cmd(port: int, args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "flows.cli", "launch", "--nnodes", "2", "--nproc-per-node", "1",
+            "--rdzv-endpoint", f"127.0.0.1:{port}", "--join-timeout", "120", *args]  # fmt: skip
+
+
+def wait_listening(port: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Until the first node hosts the rendezvous store (so that it, not the node to lose, holds it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0][-5000:]
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError("the first node never hosted the rendezvous store")
+
+
+def two_node_job(args: list[str]) -> str:
+    """Both nodes of an uninterrupted job; their merged output."""
+    port = free_port()
+    first = start_node(launch_cmd(port, args), 0, node_env())
+    wait_listening(port, first)
+    second = start_node(launch_cmd(port, args), 1, node_env())
+    outs = [p.communicate(timeout=600)[0] for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, outs[0][-4000:] + outs[1][-4000:]
+    return "".join(outs)
+
+
+def final_weights(run_dir: str) -> bytes:
+    path = ckpt.latest(run_dir)
+    assert path.endswith(f"step-{STEPS}"), path
+    return open(os.path.join(path, "model.safetensors"), "rb").read()
+
+
+# ------------------------------------------------------------------ the launcher, without processes
+
+
+def test_torchrun_command_of_a_node(monkeypatch):
+    monkeypatch.delenv(launch.RDZV_ENV, raising=False)
+    nodes = launch.NodesConfig(
+        nnodes=4, nproc_per_node=8, rdzv_endpoint="10.0.0.2:29400", shutdown_timeout=285
+    )
+    cmd = launch.torchrun_argv(nodes, launch.run_name("gs://b/albert/runs/0123abcd/"), ["pretrain", "--x"])
+    assert cmd[1:] == [
+        "-m", "torch.distributed.run", "--nproc_per_node=8", "--max_restarts=3", "--shutdown-timeout=285",
+        "--nnodes=4", "--rdzv_backend=c10d", "--rdzv_endpoint=10.0.0.2:29400", "--rdzv_id=0123abcd",
+        "--rdzv_conf=join_timeout=600", "-m", "flows.cli", "pretrain", "--x",
+    ]  # fmt: skip
+    one = launch.torchrun_argv(launch.NodesConfig(nproc_per_node=2), "r", ["pretrain"])
+    assert "--standalone" in one and not any(a.startswith("--rdzv") for a in one)
+
+    from core.errors import UserError
+
+    with pytest.raises(UserError, match="--nnodes 2 needs --rdzv-endpoint"):
+        launch.NodesConfig(nnodes=2).check()
+    monkeypatch.setenv(launch.RDZV_ENV, "h:1")
+    launch.NodesConfig(nnodes=2).check()  # the endpoint from the environment
+    assert "--rdzv_endpoint=h:1" in launch.torchrun_argv(launch.NodesConfig(nnodes=2), "r", [])
+
+
+def test_threads_per_rank_from_the_node_cores_unless_set(monkeypatch):
+    monkeypatch.setattr(launch, "node_cores", lambda: 16)
+    assert launch.thread_env(1, {}) == {"OMP_NUM_THREADS": "16"}
+    assert launch.thread_env(8, {}) == {"OMP_NUM_THREADS": "2"}
+    assert launch.thread_env(32, {}) == {"OMP_NUM_THREADS": "1"}
+    assert launch.thread_env(8, {"OMP_NUM_THREADS": "3"}) == {}  # the user's choice stands
+
+
+def test_the_flow_launches_several_ranks_through_albert_launch(tmp_path, monkeypatch, instances_dir):
+    from flows.pretrain import _nodes_problem, trainer_command
+    from model.train_config import TrainConfig
+
+    cfg = TrainConfig.from_flat(instances=instances_dir, out=str(tmp_path / "runs" / "k3y"))
+    cmd = trainer_command(cfg, nproc_per_node=1, nnodes=2, stop_grace_s=300)
+    assert cmd[1:10] == ["-m", "flows.cli", "launch", "--nnodes", "2", "--nproc-per-node", "1",
+                         "--shutdown-timeout", "285"]  # fmt: skip
+    assert cmd[10:13] == ["pretrain", "--instances", instances_dir]
+    assert trainer_command(cfg, 1, 1)[3] == "pretrain"  # one process: no torchrun
+    monkeypatch.delenv(launch.RDZV_ENV, raising=False)
+    assert "ALBERT_RDZV_ENDPOINT" in _nodes_problem(2) and _nodes_problem(1) is None
+
+
+# ------------------------------------------------------------------------- two nodes on 127.0.0.1
+
+
+def test_two_nodes_train_as_one_job(tmp_path, instances_dir, model_config_file):
+    """`albert launch` on 2 nodes: one job (world size 2), the run's name as rendezvous id, one thread
+    per rank on a node of one core, and the weights of one process on the same global batch."""
+    import torch
+
+    from model.trainer import train
+    from tests.model.train_fixtures import train_config
+
+    run_dir = str(tmp_path / "runs" / "two-nodes")
+    out = two_node_job(cli_args(instances_dir, run_dir, model_config_file, "--steps", "4"))
+    assert "--rdzv_id=two-nodes" in out and "2 rank(s) x 1 micro-batch(es) of 4 = batch 8" in out
+    if len(os.sched_getaffinity(0)) > 1:  # each node had one core
+        assert out.count("albert launch: OMP_NUM_THREADS=1 ") == 2, out[-3000:]
+    state = ckpt.load(ckpt.latest(run_dir)).trainer
+    assert state["step"] == 4 and state["world_size"] == 2
+
+    single = str(tmp_path / "single")
+    train(train_config(instances_dir, single, model_config_file, steps=4))
+    a, b = ckpt.load(ckpt.latest(single)).model_tensors, ckpt.load(ckpt.latest(run_dir)).model_tensors
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
+@pytest.mark.slow
+def test_a_lost_node_rejoins_and_the_job_ends_as_if_uninterrupted(tmp_path, instances_dir, model_config_file):
+    extra = ("--steps", str(STEPS), "--save-every", str(SAVE_EVERY), *DROPOUT)
+    reference = str(tmp_path / "runs" / "reference")
+    two_node_job(cli_args(instances_dir, reference, model_config_file, *extra))
+
+    run_dir = str(tmp_path / "runs" / "lost")
+    args = cli_args(instances_dir, run_dir, model_config_file, *extra)
+    port, paused = free_port(), str(tmp_path / "paused")
+    survivor = start_node(launch_cmd(port, args), 0, node_env())
+    wait_listening(port, survivor)
+    # The node to lose: the same launch, its trainer stopping after step PAUSE_AFTER until it is killed.
+    nodes = launch.NodesConfig(nnodes=2, rdzv_endpoint=f"127.0.0.1:{port}", join_timeout=120)
+    hooks = ("-m", "tests.model.test_multinode", "--pause-after", str(PAUSE_AFTER), "--paused-file", paused)
+    lost = start_node(
+        launch.torchrun_argv(nodes, "lost", args, entry=hooks), 1, {**node_env(), "OMP_NUM_THREADS": "1"}
+    )
+    deadline = time.monotonic() + 300
+    while not os.path.exists(paused):
+        assert time.monotonic() < deadline and lost.poll() is None and survivor.poll() is None
+        time.sleep(0.1)
+    assert ckpt.list_steps(run_dir)[-1] == PAUSE_AFTER  # checkpointed, then lost
+    survivor_worker = psutil.Process(survivor.pid).children()[0]
+    for p in [*psutil.Process(lost.pid).children(recursive=True), psutil.Process(lost.pid)]:
+        p.send_signal(signal.SIGKILL)  # the node's worker and its agent
+    lost_out = lost.communicate(timeout=60)[0]
+    survivor_worker.wait(timeout=300)  # its collective failed: the agent restarts it, and waits
+    back = start_node(launch_cmd(port, args), 1, node_env())
+
+    outs = [p.communicate(timeout=600)[0] for p in (survivor, back)]
+    log = "\n".join(outs)
+    assert survivor.returncode == 0 and back.returncode == 0, outs[0][-4000:] + outs[1][-4000:]
+    assert "Worker group FAILED. 3/3 attempts left; will restart worker group" in outs[0], outs[0][-4000:]
+    assert f"resumed from {ckpt.step_dir(run_dir, PAUSE_AFTER)} (step {PAUSE_AFTER})" in log, log[-4000:]
+    assert final_weights(run_dir) == final_weights(reference)  # bit-exact, dropout on
+    print(f"\n2 nodes: node 1 lost after step {PAUSE_AFTER} (checkpoint step-{PAUSE_AFTER}), its worker and "
+          f"agent killed; node 0's agent restarted its worker once; node 1 restarted and rejoined; resumed "
+          f"at step {PAUSE_AFTER}, ended at step {STEPS}, model.safetensors identical to the uninterrupted "
+          f"2-node run ({len(lost_out)} bytes of output from the lost node)")  # fmt: skip
+
+
+def _paused_albert(argv: list[str]) -> int:
+    """`albert ARGV[4:]` whose trainer waits after step ARGV[1] (ARGV: --pause-after N --paused-file P ...)."""
+    from flows.cli import main
+    from model.trainer import Trainer
+
+    step, marker, rest = int(argv[1]), argv[3], argv[4:]
+    inner = Trainer.train_step
+
+    def train_step(self, micro_batches):
+        if self.step == step:
+            open(marker, "w").close()
+            time.sleep(3600)  # until killed
+        return inner(self, micro_batches)
+
+    Trainer.train_step = train_step
+    return main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(_paused_albert(sys.argv[1:]))
