@@ -76,6 +76,19 @@ def thread_env(nproc_per_node: int, environ: dict[str, str] | None = None) -> di
     return {"OMP_NUM_THREADS": str(max(1, node_cores() // nproc_per_node))}
 
 
+# torch >= 2.4 lets the workers share the rendezvous agent's TCP store, and builds the address of
+# that store once per agent: after an elastic restart, an agent that stayed rank 0 publishes none for
+# the new round, and a node that rejoined waits for it until it times out (measured with torch 2.13:
+# the restarted job failed after 60 s). Without sharing, every round publishes its own.
+NO_SHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+
+
+def node_env(nproc_per_node: int, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """What the launcher adds to a node's environment: threads per rank, one store per round."""
+    environ = os.environ if environ is None else environ
+    return {**thread_env(nproc_per_node, environ), NO_SHARED_STORE: environ.get(NO_SHARED_STORE, "1")}
+
+
 def run_name(out: str) -> str:
     """The rendezvous id of a run: its folder's name (`runs/<key>` -> key)."""
     name = out.rstrip("/").rsplit("/", 1)[-1]
@@ -131,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     nodes.check()
     rdzv_id = nodes.rdzv_id or run_name(pretrain_out(args.args))
     cmd = torchrun_argv(nodes, rdzv_id, [args.command, *args.args])
-    env = {**os.environ, **thread_env(nodes.nproc_per_node)}
+    env = {**os.environ, **node_env(nodes.nproc_per_node)}
     print(f"albert launch: OMP_NUM_THREADS={env.get('OMP_NUM_THREADS')} {' '.join(cmd)}", flush=True)
     os.execve(cmd[0], cmd, env)  # this process becomes the node's torchrun agent (signals go to it)
     return 0  # pragma: no cover - execve does not return
