@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -60,7 +61,33 @@ def init(device_type: str) -> Dist:
         if device_type == "cuda":
             torch.cuda.set_device(local)
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30))
-    return Dist(rank, world, local)
+    d = Dist(rank, world, local)
+    share_cores(d)
+    return d
+
+
+def share_cores(d: Dist) -> None:
+    """Ranks of several torchrun agents on one host (nodes tried out on one machine, or packed onto
+    one): each agent sets threads from all the host's cores for its own ranks (model/launch.py), so
+    together they ask for more threads than there are cores (measured: 2 nodes on 127.0.0.1 with 2
+    cores ran 4 threads, at a fifth of the speed). Cap each rank at the cores // ranks on its host."""
+    import socket
+
+    from model.launch import node_cores
+
+    hosts = all_gather_objects(socket.gethostname(), d)
+    here = hosts.count(hosts[d.rank])
+    if here <= int(os.environ.get("LOCAL_WORLD_SIZE", "1")):  # one agent on this host
+        return
+    threads = max(1, node_cores() // here)
+    if threads < torch.get_num_threads():
+        print(
+            f"rank {d.rank}: {here} ranks share the {node_cores()} cores of {hosts[d.rank]}: "
+            f"{threads} thread(s) each, not {torch.get_num_threads()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        torch.set_num_threads(threads)
 
 
 def shutdown() -> None:
