@@ -18,8 +18,9 @@ It checks the pretrain options, then becomes (exec) `python -m torch.distributed
   the new workers resume from the run's last checkpoint (the trainer resumes on its own). The number
   of nodes is fixed (min = max = --nnodes): a checkpoint continues only at the world size that wrote it;
 - OMP_NUM_THREADS = the node's cores (those this process may run on) // --nproc-per-node, at least 1,
-  unless it is set. torchrun sets 1 only for several processes per node, so one process per node
-  used to run with the default thread count, whatever else ran there.
+  unless it is set (and when several agents share a host, each rank caps its threads at the host's
+  cores // ranks on the host: model/distributed.py, share_cores);
+- one rendezvous store per round (NO_SHARED_STORE, below), without which a node that rejoins fails.
 
 One node (--nnodes 1) needs no endpoint: torchrun --standalone (a rendezvous on a free local port).
 """
@@ -142,7 +143,8 @@ def pretrain_out(args: list[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     nodes = config_cli.from_args(NodesConfig, args)
     nodes.check()
-    rdzv_id = nodes.rdzv_id or run_name(pretrain_out(args.args))
+    out = pretrain_out(args.args)
+    rdzv_id = nodes.rdzv_id or run_name(out)
     cmd = torchrun_argv(nodes, rdzv_id, [args.command, *args.args])
     env = {**os.environ, **node_env(nodes.nproc_per_node)}
     print(f"albert launch: OMP_NUM_THREADS={env.get('OMP_NUM_THREADS')} {' '.join(cmd)}", flush=True)

@@ -132,6 +132,22 @@ def test_threads_per_rank_from_the_node_cores_unless_set(monkeypatch):
     assert launch.node_env(2, {}) == {"OMP_NUM_THREADS": "8", launch.NO_SHARED_STORE: "1"}
 
 
+def test_bad_launches_stop_before_any_node_starts(tmp_path, monkeypatch, capsys, instances_dir):
+    from flows.cli import main
+
+    monkeypatch.delenv(launch.RDZV_ENV, raising=False)
+    pretrain = ["pretrain", "--instances", instances_dir, "--out", str(tmp_path / "run")]
+    assert main(["launch", "--nnodes", "2", *pretrain]) == 2
+    assert "albert launch: error: --nnodes 2 needs --rdzv-endpoint HOST:PORT" in capsys.readouterr().err
+    assert main(["launch", "--max-restarts", "-1", *pretrain]) == 2
+    with pytest.raises(SystemExit) as stopped:  # argparse: a pretrain option that does not exist
+        main(["launch", "--nproc-per-node", "2", *pretrain, "--no-such-option"])
+    assert stopped.value.code == 2 and "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+    assert main(["launch", "--nproc-per-node", "2", *pretrain, "--steps", "0"]) == 2  # TrainConfig.check
+    assert "--steps and --batch-size must be >= 1" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "run")
+
+
 def test_the_flow_launches_several_ranks_through_albert_launch(tmp_path, monkeypatch, instances_dir):
     from flows.pretrain import _nodes_problem, trainer_command
     from model.train_config import TrainConfig
