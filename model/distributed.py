@@ -70,7 +70,7 @@ def share_cores(d: Dist) -> None:
     """Ranks of several torchrun agents on one host (nodes tried out on one machine, or packed onto
     one): each agent sets threads from all the host's cores for its own ranks (model/launch.py), so
     together they ask for more threads than there are cores (measured: 2 nodes on 127.0.0.1 with 2
-    cores ran 4 threads, at a fifth of the speed). Cap each rank at the cores // ranks on its host."""
+    cores ran 4 threads, at a fifth to a tenth of the speed). Cap each rank at cores // ranks on its host."""
     import socket
 
     from model.launch import node_cores
