@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tokenize": ("pipelines.tokenize_text", "stdin lines -> the ids (or pieces) training gives them"),
     "instances": ("pipelines.instances.cli", "Beam pipeline: documents -> 512-token SOP + MLM TFRecords"),
     "pretrain": ("model.pretrain_command", "train ALBERT (MLM + SOP) on instances; rerun to resume"),
+    "launch": ("model.launch", "this node's part of a pretraining job of N nodes (torchrun, elastic)"),
     "evaluate": ("model.evaluate", "held-out MLM/SOP accuracy of a checkpoint next to baselines"),
     "ner-data": ("model.ner_data", "People's Daily named entities (PER/LOC/ORG, BIO) -> train/dev/test"),
     "finetune": ("model.finetune", "sentence (pair) classification: pretrained vs from scratch"),

@@ -4,11 +4,12 @@ The trainer's options are one TrainConfig (model/train_config.py), built once be
 (`trainer_config`): this flow's parameters, and over them the options extra_args set, parsed once by
 `albert pretrain`'s own (generated) parser. The run key comes from that config (`run_key`), and only
 the trainer's process gets it as argv, the flags that rebuild it (train_argv): `python -m flows.cli
-pretrain ...` for one process, torchrun (`python -m torch.distributed.run --nproc_per_node N -m
-flows.cli pretrain ...`) for several; every line it prints goes to the flow logs as it comes. The run folder is named by a hash of the instances' content and
-the config (with the content of a config JSON and of the weights it starts from), less the run-only
-options, so a rerun after a failure calls the trainer with the same --out, and the trainer
-resumes from its last checkpoint.
+pretrain ...` for one process, `albert launch ... pretrain ...` for several (model/launch.py: torchrun
+with elastic restarts, the run key as rendezvous id, $ALBERT_RDZV_ENDPOINT for nnodes > 1, threads
+per rank from the node's cores); every line it prints goes to the flow logs as it comes. The run
+folder is named by a hash of the instances' content and the config (with the content of a config
+JSON and of the weights it starts from), less the run-only options, so a rerun after a failure calls
+the trainer with the same --out, and the trainer resumes from its last checkpoint.
 When the trainer has finished, this flow writes `<run>/manifest.json` (the stage contract): a run
 folder with a manifest is reused as is.
 
@@ -157,20 +158,17 @@ def _flags(cfg: TrainConfig, name: str) -> list[str]:
 def trainer_command(
     cfg: TrainConfig, nproc_per_node: int, nnodes: int, stop_grace_s: float = STOP_GRACE_S
 ) -> list[str]:
+    """`albert pretrain ...` for one process; `albert launch ... pretrain ...` (model/launch.py:
+    torchrun, elastic restarts, rendezvous id = the run folder's name = the run key, threads per rank
+    from the node's cores) for several, on every node the same command."""
     argv = ["pretrain", *train_argv(cfg)]
     if nproc_per_node <= 1 and nnodes <= 1:
         return albert_command(*argv)
-    cmd = albert_command()[:1] + ["-m", "torch.distributed.run", f"--nproc_per_node={nproc_per_node}"]
     # After SIGTERM the agent waits this long for its workers (their step and checkpoint), then kills
     # them: before the flow's own deadline (stop_grace_s) kills the agent.
-    cmd.append(f"--shutdown-timeout={max(1, int(stop_grace_s) - 15)}")
-    if nnodes > 1:  # the other nodes run the same command; rendezvous from the job's environment
-        cmd += [
-            f"--nnodes={nnodes}",
-            "--rdzv_backend=c10d",
-            "--rdzv_endpoint=" + os.environ.get("ALBERT_RDZV_ENDPOINT", "localhost:29400"),
-        ]
-    return cmd + ["-m", "flows.cli", *argv]
+    launch = ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node)]
+    launch += ["--shutdown-timeout", str(max(1, int(stop_grace_s) - 15))]
+    return albert_command("launch", *launch, *argv)  # the endpoint: $ALBERT_RDZV_ENDPOINT
 
 
 @stage_task("pretrain-process", backoff_factor=30)
@@ -318,6 +316,7 @@ def pretrain(
             preflight.config_problem(config),
             args_problem,
             preflight.deployment_problem(deployment) if backend == "deployment" else None,
+            _nodes_problem(nnodes) if backend == "local" else None,
             preflight.folder_problem("instances_dir", instances_dir, "manifest.json"),
         ],
         "pretrain",
@@ -343,6 +342,14 @@ def pretrain(
     done = run_stage("pretrain", run_dir, run)
     training_artifact(done.dir, done.manifest)
     return done.result(checkpoint=done.manifest["checkpoint"], summary=done.manifest["summary"], **handed)
+
+
+def _nodes_problem(nnodes: int) -> str | None:
+    from model.launch import RDZV_ENV
+
+    if nnodes > 1 and not os.environ.get(RDZV_ENV):
+        return f"nnodes={nnodes} needs {RDZV_ENV}=HOST:PORT (the rendezvous) in the environment of every node"
+    return None
 
 
 def locals_for_remote(params: dict) -> dict:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import sys
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -59,7 +61,33 @@ def init(device_type: str) -> Dist:
         if device_type == "cuda":
             torch.cuda.set_device(local)
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30))
-    return Dist(rank, world, local)
+    d = Dist(rank, world, local)
+    share_cores(d)
+    return d
+
+
+def share_cores(d: Dist) -> None:
+    """Ranks of several torchrun agents on one host (nodes tried out on one machine, or packed onto
+    one): each agent sets threads from all the host's cores for its own ranks (model/launch.py), so
+    together they ask for more threads than there are cores (measured: 2 nodes on 127.0.0.1 with 2
+    cores ran 4 threads, at a fifth to a tenth of the speed). Cap each rank at cores // ranks on its host."""
+    import socket
+
+    from model.launch import node_cores
+
+    hosts = all_gather_objects(socket.gethostname(), d)
+    here = hosts.count(hosts[d.rank])
+    if here <= int(os.environ.get("LOCAL_WORLD_SIZE", "1")):  # one agent on this host
+        return
+    threads = max(1, node_cores() // here)
+    if threads < torch.get_num_threads():
+        print(
+            f"rank {d.rank}: {here} ranks share the {node_cores()} cores of {hosts[d.rank]}: "
+            f"{threads} thread(s) each, not {torch.get_num_threads()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        torch.set_num_threads(threads)
 
 
 def shutdown() -> None:
@@ -119,16 +147,30 @@ def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Modul
         ids = [device.index] if device.type == "cuda" else None
         return DDP(model, device_ids=ids)
     if mode == "fsdp":
-        try:
-            from torch.distributed.fsdp import fully_shard
-        except ImportError as err:  # pragma: no cover - torch < 2.6
-            raise UserError(f"FSDP2 needs torch.distributed.fsdp.fully_shard (torch >= 2.6): {err}") from err
-        from torch.distributed.device_mesh import init_device_mesh
-
-        mesh = init_device_mesh(device.type, (d.world_size,))
-        fully_shard(model, mesh=mesh)
-        return model
+        return shard(model, d.world_size, device)
     raise UserError(f"unknown --parallel {mode!r}; expected ddp or fsdp")
+
+
+# FSDP2 warns when a sharded module returns a view that requires grad: an in-place op on it (`out +=
+# y`) would drop the hook that all-gathers the weights before backward. Ours is mlm_logits (B, P, V),
+# which F.linear returns as a view of its (B*P, V) product. Nothing changes an output in place: the
+# trainer reads the losses and the detached counts, evaluation reads under no_grad. So the hooks run,
+# and the gradients are those of the unsharded model (tests/model/test_multinode_fsdp.py).
+VIEW_WARNING = r"FSDP2-wrapped module \(FSDPAlbertForPreTraining\) returned a view tensor"
+
+
+def shard(model: nn.Module, world_size: int, device: torch.device) -> nn.Module:
+    """FSDP2: fully_shard the whole model over `world_size` ranks (in place); the model."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError as err:  # pragma: no cover - torch < 2.6
+        raise UserError(f"FSDP2 needs torch.distributed.fsdp.fully_shard (torch >= 2.6): {err}") from err
+    from torch.distributed.device_mesh import init_device_mesh
+
+    warnings.filterwarnings("ignore", message=VIEW_WARNING, category=UserWarning)
+    mesh = init_device_mesh(device.type, (world_size,))
+    fully_shard(model, mesh=mesh)
+    return model
 
 
 def no_sync(wrapped: nn.Module, active: bool):
