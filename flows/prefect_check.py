@@ -35,7 +35,7 @@ from core.errors import UserError
 
 POOL = "albert-process"
 WORKER_NAME = "albert-check-worker"
-RUN_NAME = "prefect-check-corpus"
+RUN_NAME = "prefect-check-run"
 SAMPLE_ARTICLES = 50
 COMMAND_TIMEOUT_SECONDS = 180
 RUN_TIMEOUT_SECONDS = 600  # worker poll, the flow run's process, a Beam corpus of 50 articles (~35 s here)
@@ -232,6 +232,7 @@ def check(work: str, with_worker: bool, log: Callable[[str], None] = print) -> C
         check_worker_ran_it(flow_run)
         if "COMPLETED" not in row_of(listed, RUN_NAME):
             raise UserError(f"`prefect flow-run ls` does not list {RUN_NAME} as COMPLETED")
+        log(f"{RUN_NAME}: {result.state} on {POOL}, submitted by worker {WORKER_NAME}")
     return result
 
 
