@@ -113,23 +113,11 @@ def row_of(output: str, name: str) -> str:
 def local_worker(env: dict[str, str], log_path: str, name: str = WORKER_NAME) -> Iterator[subprocess.Popen]:
     """`prefect worker start --pool albert-process --name NAME` in its own process group, stopped with
     the flow runs it started on exit; its output goes to log_path."""
-    from flows.server import stop_process_group
+    from flows.server import background_process
 
     argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--name", name]
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            argv,
-            env=env,
-            cwd=env["PREFECT_HOME"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    with background_process(argv, env, env["PREFECT_HOME"], log_path, grace=10) as proc:
         yield proc
-    finally:
-        stop_process_group(proc, grace=10)
 
 
 def wait_for_final_state(flow_run_id: str, worker: subprocess.Popen, log_path: str):
