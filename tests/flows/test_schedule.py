@@ -120,7 +120,7 @@ def wait_for_scheduled_completion(serve_proc: subprocess.Popen, workdir: str, se
             except ObjectNotFound:
                 deployment = None
             if deployment is not None:
-                runs = client.read_flow_runs(  # sort and limit given: this server refuses nulls for them
+                runs = client.read_flow_runs(
                     deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
                     sort=FlowRunSort.EXPECTED_START_TIME_ASC,
                     limit=200,
