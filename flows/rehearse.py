@@ -24,6 +24,10 @@ Two weeks run back to back: week 1 starts from scratch (vocabulary, model) and f
 baselines; week 2 continues from week 1's production model and its vocabulary and faces it in the gate.
 Then production is rolled back, as an operator would after a bad downstream report. Everything the runs
 write is in the emulated bucket; nothing but temporary folders is written locally.
+
+Before the weeks, on a server of its own, Prefect as a user drives it (flows/prefect_check.py):
+`albert deploy`, `prefect work-pool ls`, `deployment ls`, a real `prefect worker start --pool
+albert-process` running build-corpus/local to Completed, `prefect flow-run ls`.
 """
 
 from __future__ import annotations
@@ -306,6 +310,13 @@ def run(args: argparse.Namespace) -> int:
         say()
         say("Options the corpus and instance stages would send to Dataflow:")
         say("  " + " ".join(f for f in dataflow_flags(beam_args)))
+
+        section("Prefect as its users use it: albert deploy, the CLI's list commands, a process worker")
+        from flows.prefect_check import check as check_prefect_cli
+
+        check_prefect_cli(
+            os.path.join(tmp, "prefect-check"), with_worker=True, log=lambda line: say("  " + line)
+        )
 
         section("Prefect: a local server with its scheduler, and a worker serving the deployments")
         home = os.path.join(tmp, "prefect")

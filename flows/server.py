@@ -178,6 +178,28 @@ def stop_process_group(proc: subprocess.Popen, grace: float = STOP_GRACE_SECONDS
 
 
 @contextlib.contextmanager
+def background_process(
+    argv: list[str], env: dict[str, str], cwd: str, log_path: str, grace: float = STOP_GRACE_SECONDS
+) -> Iterator[subprocess.Popen]:
+    """argv in a process group of its own (stdin closed, stdout and stderr appended to log_path); on
+    exit the group, with everything it started, is stopped (stop_process_group)."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        stop_process_group(proc, grace)
+
+
+@contextlib.contextmanager
 def local_server(
     home: str | None = None,
     port: int | None = None,

@@ -64,7 +64,7 @@ def chain(tmp_path_factory, sample_text) -> dict:
 
 
 def _post(path: str, body: dict) -> list[dict]:
-    """POST a filter to the test server's REST API (the 3.8 client sends nulls this server refuses)."""
+    """POST a filter to the test server's REST API (a body of exactly these fields)."""
     import asyncio
 
     from prefect.client.orchestration import get_client

@@ -24,12 +24,12 @@ import pytest
 from core.errors import UserError
 from flows.deploy import REPO_ROOT
 from flows.server import (
+    background_process,
     healthy,
     local_server,
     log_tail,
     port_open,
     scheduler_insert_problem,
-    stop_process_group,
 )
 from tests.flows.scheduled_flow import DEPLOYMENT_NAME, FLOW_NAME
 
@@ -61,20 +61,9 @@ def serving(api_url: str, marker_dir: str, workdir: str) -> Iterator[subprocess.
     )
     code = "import sys; from tests.flows.scheduled_flow import main; sys.exit(main(sys.argv[1:]))"
     args = ["--marker-dir", marker_dir, "--interval-seconds", str(INTERVAL_SECONDS), "--limit", "1"]
-    with open(os.path.join(workdir, "serve.log"), "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code, *args],
-            cwd=REPO_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    argv = [sys.executable, "-c", code, *args]
+    with background_process(argv, env, REPO_ROOT, os.path.join(workdir, "serve.log"), grace=10) as proc:
         yield proc
-    finally:
-        stop_process_group(proc, grace=10)
 
 
 def _describe(runs) -> str:
@@ -131,7 +120,7 @@ def wait_for_scheduled_completion(serve_proc: subprocess.Popen, workdir: str, se
             except ObjectNotFound:
                 deployment = None
             if deployment is not None:
-                runs = client.read_flow_runs(  # sort and limit given: this server refuses nulls for them
+                runs = client.read_flow_runs(
                     deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
                     sort=FlowRunSort.EXPECTED_START_TIME_ASC,
                     limit=200,
