@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from core.errors import UserError
-from flows.server import free_port, log_tail, port_open, stop_process_group
+from flows.server import background_process, free_port, log_tail, port_open
 
 STARTUP_SECONDS = 60.0
 JOB_SERVER = "apache_beam.runners.portability.local_job_service_main"
@@ -115,18 +115,9 @@ def check_worker_python(env: dict[str, str], cwd: str, wheel: str) -> None:
 
 @contextlib.contextmanager
 def _service(name: str, command: list[str], port: int, env: dict, cwd: str, log_path: str) -> Iterator[None]:
-    """Run `command` in its own process group until the block ends; wait for its port first."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its workers too: stop_process_group ends them all
-        )
-    try:
+    """Run `command` in its own process group (its workers too: all are stopped at the end of the
+    block); wait for its port first."""
+    with background_process(command, env, cwd, log_path) as proc:
         deadline = time.monotonic() + STARTUP_SECONDS
         while not port_open(port):
             if proc.poll() is not None:
@@ -135,8 +126,6 @@ def _service(name: str, command: list[str], port: int, env: dict, cwd: str, log_
                 raise UserError(f"the {name} did not listen on port {port} within {STARTUP_SECONDS:g} s")
             time.sleep(0.2)
         yield
-    finally:
-        stop_process_group(proc)
 
 
 @contextlib.contextmanager
