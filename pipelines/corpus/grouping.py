@@ -24,7 +24,7 @@ decoded once more. So both transforms take
     then((key, grouped)) -> iterable of outputs                run inside the regrouping step
 
 and the entries and groups in between are never Beam elements. With `counted=True`, `then` is called
-as then((key, grouped), tally) with the tally.Tally of its bundle, and the transform returns
+as then((key, grouped), tally=...) with the tally.Tally of its bundle, and the transform returns
 (outputs, tallies): the counts of a group are pipeline data like every other count of the stage.
 Each input collection of a
 CoGroupInPartitions is batched on its own (its tag written once per batch), and only the batches are
@@ -38,6 +38,7 @@ or one partition's entries (1/PARTITIONS of all) when regrouping.
 from __future__ import annotations
 
 import marshal
+from functools import partial
 
 import apache_beam as beam
 import xxhash
@@ -140,17 +141,17 @@ def _regroup(kv, tags: tuple | None, then):
 
 
 class _CountedRegroup(beam.DoFn):
-    """_regroup with then((key, grouped), tally): the bundle's counts to the TALLY output."""
+    """_regroup with then((key, grouped), tally=<the bundle's Tally>): its counts to the TALLY output."""
 
     def __init__(self, tags: tuple | None, then):
         self.tags, self.then = tags, then
 
     def start_bundle(self):
         self.tally = Tally()
+        self.counted_then = partial(self.then, tally=self.tally)
 
     def process(self, kv):
-        tally, then = self.tally, self.then
-        yield from _regroup(kv, self.tags, lambda group: then(group, tally))
+        yield from _regroup(kv, self.tags, self.counted_then)
 
     def finish_bundle(self):
         yield from self.tally.emit()

@@ -227,10 +227,10 @@ def build_pipeline(
     read = pipeline | "ReadSources" >> ReadSources(items, opts)
     spill_dir = storage.join(out_dir, TMP_DIR, SPILL_DIR)
     cleaned = read[RECORDS] | "CleanDocuments" >> CleanDocuments(opts, spill_dir, index_file)
-    finish_stage(cleaned, out_dir, opts, [read[TALLY]])
+    finish_stage(cleaned, out_dir, opts, (read[TALLY],))
 
 
-def finish_stage(cleaned, out_dir: str, opts: CorpusOptions, tallies: list = ()) -> None:
+def finish_stage(cleaned, out_dir: str, opts: CorpusOptions, tallies: tuple = ()) -> None:
     """CleanDocuments' outputs (its spill files under out_dir/_tmp/spill) -> the stage's shards and
     out_dir/_tmp/summary.json: {"shards": [summary per shard file], "counts": {name: count}}, the
     counts summed over `tallies` (those of the steps before, e.g. ReadSources) and every tally here.
@@ -267,7 +267,7 @@ def finish_stage(cleaned, out_dir: str, opts: CorpusOptions, tallies: list = ())
     rej_summaries = rejected | "WriteRejected" >> WriteShards(
         out_dir, "rejected", opts.output.rejected_shard_records, lambda r: 1
     )
-    tallies = [*tallies, cleaned[TALLY], dedup_tallies, cluster_tallies, final[TALLY]]
+    tallies = (*tallies, cleaned[TALLY], dedup_tallies, cluster_tallies, final[TALLY])
     counts = tallies | "Counts" >> TotalCounts()
     (
         (doc_summaries, rej_summaries)

@@ -12,7 +12,7 @@ manifest. The same counts still go to Beam counters of the same names, once per 
 runner's monitoring UI only, never read back.
 
     DoFn:        tally.add(name, n) ... ; finish_bundle: yield from tally.emit()  -> TALLY: {name: n}
-    TotalCounts: [PCollection of {name: n}]                                        -> one {name: n}
+    TotalCounts: (PCollection of {name: n}, ...)                                   -> one {name: n}
 """
 
 from __future__ import annotations
@@ -72,8 +72,9 @@ class SumCounts(beam.CombineFn):
 
 
 class TotalCounts(beam.PTransform):
-    """[PCollection of tallies] -> a PCollection of one dict, their sum (none when no tally came: read
-    it with AsSingleton(..., default_value={}))."""
+    """(PCollection of tallies, ...) -> a PCollection of one dict, their sum (none when no tally came:
+    read it with AsSingleton(..., default_value={})). A tuple, not a list: Beam takes a list applied
+    to a composite transform for a value to Create."""
 
     def expand(self, tallies):
         return (

@@ -86,7 +86,7 @@ def test_repeated_lines_boilerplate_and_first_occurrence():
         out, tallies = p | beam.Create(documents) | RepeatedLines(boilerplate_min_docs=3)
         # the keys found repeated, counted as pipeline data (tally.py)
         assert_that(
-            [tallies] | TotalCounts(),
+            (tallies,) | TotalCounts(),
             equal_to([{"lines/boilerplate_keys": 1, "lines/repeated_keys": 1}]),
             label="counts",
         )
@@ -125,7 +125,7 @@ def test_survivor_check_keeps_documents_far_from_their_survivor(tmp_path):
             "handles": p | "s" >> beam.Create(handles),
         } | ComparePairs(0.6, str(tmp_path), 40, "near_dup/kept_far_from_survivor")
         assert_that(out, equal_to([("b", "a")]))
-        assert_that([far] | TotalCounts(), equal_to([{"near_dup/kept_far_from_survivor": 1}]), label="far")
+        assert_that((far,) | TotalCounts(), equal_to([{"near_dup/kept_far_from_survivor": 1}]), label="far")
 
 
 def test_big_lsh_buckets_link_members_to_the_smallest(monkeypatch, tmp_path):
