@@ -1,11 +1,18 @@
-"""The accounting of the corpus stage: its counters (namespace, names, the one parser), the Beam
-counters -> stats.json, the checks that the counters, the files written and the multistream indexes
-agree, and whether the outcome may be published.
+"""The accounting of the corpus stage: its counts (namespace, names, the one parser), the counts ->
+stats.json, the checks that the counts, the files written and the multistream indexes agree, and
+whether the outcome may be published.
 
-Counter names (namespace `corpus`), one builder each below; `parse_counter` is their only reader:
+The counts are pipeline data, not runner metrics (tally.py): each DoFn that counts emits its counts per
+bundle as elements of a TALLY output, the stage sums them and writes the total beside the shards'
+summaries, where the launcher reads it. They are exact on any runner and under retries. The same counts
+also go to Beam counters of the same names, for monitoring only (`increment`): never read back into
+stats.json.
+
+Count names (one builder each below; `parse_counter` is their only reader):
 
     read/<source>                 records read (a dead letter of lost records counts as that many)
-    kept/<source>                 documents written
+    kept/<source>                 documents kept (counted in the final pass; checked against the
+                                  docs shards' summaries)
     dropped/<source>/<reason>     records a rule dropped          (reason: the rest of the name)
     dead_letter/<source>/<reason> records that could not be used  (reason: the rest of the name)
     lines_removed/<rule>          lines a cleaning or dedup rule removed
@@ -143,37 +150,22 @@ def diagnostic_counter(family: str, what: str) -> str:
 
 
 def increment(name: str, amount: int = 1) -> None:
-    """Increment a counter of the stage (namespace `corpus`, read back into stats.json)."""
+    """Increment the Beam counter `name` (namespace `corpus`): monitoring only, see the module
+    docstring. Every count of the stage goes through a tally.Tally, which calls this once per bundle."""
     Metrics.counter(NS, name).inc(amount)
 
 
-class Tally:
-    """Counts summed in a DoFn and handed to the Beam counters once per bundle (`flush` in
-    finish_bundle): a Beam counter increment costs about 3 us, and the per-document statistics
-    (characters, lengths, languages, personal data) would otherwise pay it several times a document.
-    Safe: a bundle's counters are committed with its outputs, and a retried bundle starts anew."""
-
-    def __init__(self):
-        self.counts: dict[str, int] = {}
-
-    def add(self, name: str, amount: int = 1) -> None:
-        if amount:
-            self.counts[name] = self.counts.get(name, 0) + amount
-
-    def flush(self) -> None:
-        for name, amount in self.counts.items():
-            increment(name, amount)
-        self.counts = {}
+def add_counts(total: dict[str, int], counts: dict[str, int]) -> dict[str, int]:
+    """total += counts, name by name (in place; returns total)."""
+    for name, amount in counts.items():
+        total[name] = total.get(name, 0) + amount
+    return total
 
 
 def weight(rec: dict) -> int:
     """How many records a rejected record stands for: 1, or the records a dead letter of damaged
     input lost (readers/error_records.py)."""
     return rec["lost"]["records"] if "lost" in rec else 1
-
-
-def count_rejected(rec: dict) -> None:
-    increment(rejected_counter_of(rec), weight(rec))
 
 
 class CounterName(NamedTuple):
@@ -191,7 +183,7 @@ class CounterName(NamedTuple):
 
 def parse_counter(name: str) -> CounterName:
     """The one reader of the names above. ValueError on a name of no known family or of the wrong
-    shape (a new family must be taught here, and to stats_from_counters, before it is counted)."""
+    shape (a new family must be taught here, and to stats_from_counts, before it is counted)."""
     family, _, rest = name.partition("/")
     try:
         if family in (READ, KEPT):
@@ -235,6 +227,9 @@ def parse_counter(name: str) -> CounterName:
 
 
 def counters_from_result(result) -> dict[str, int]:
+    """The Beam counters of a finished run (monitoring: committed where the runner has them, else
+    attempted, which may count a retried bundle twice). Never the source of stats.json; tests check
+    on the DirectRunner that they equal the stage's own counts."""
     out = {}
     for c in result.metrics().query(MetricsFilter().with_namespace(NS))["counters"]:
         value = c.committed if c.committed is not None else c.attempted
@@ -242,10 +237,10 @@ def counters_from_result(result) -> dict[str, int]:
     return out
 
 
-def stats_from_counters(counters: dict[str, int]) -> dict:
-    """Counters -> stats.json: totals, per reason, per source, per input file (a dump with its index,
-    a file that lost records to damage: `files`, keyed KIND:NAME), and the accounting
-    invariants: read = kept + sum(dropped by reason) + dead letter; for a dump with its multistream
+def stats_from_counts(counts: dict[str, int]) -> dict:
+    """The stage's counts ({name: count}, the sum of its tallies) -> stats.json: totals, per reason,
+    per source, per input file (a dump with its index, a file that lost records to damage: `files`,
+    keyed KIND:NAME), and the accounting invariants: read = kept + sum(dropped by reason) + dead letter; for a dump with its multistream
     index, pages the index lists = pages read + pages lost, per dump.
 
     `read` counts every record of the inputs as far as it is known: the ones read, and the ones that
@@ -270,7 +265,7 @@ def stats_from_counters(counters: dict[str, int]) -> dict:
     def src(name):
         return stats["by_source"].setdefault(name, {"read": 0, "kept": 0, "dropped": {}, "dead_letter": {}})
 
-    for name, value in sorted(counters.items()):
+    for name, value in sorted(counts.items()):
         counter = parse_counter(name)
         if counter.family in (READ, KEPT):
             stats[counter.family] += value
@@ -341,17 +336,18 @@ def add_lost_ids(stats: dict, summaries: list[dict]) -> None:
 
 
 def accounting_problems(stats: dict, written: dict[str, int]) -> list[str]:
-    """How the counters and the files written (`written`: counts by key of the shards' summaries)
-    disagree, and dumps whose index lists other pages than were read and lost."""
+    """How the stage's counts and the files written (`written`: counts by key of the shards'
+    summaries) disagree, and dumps whose index lists other pages than were read and lost."""
     kept_written = sum(v for k, v in written.items() if parse_counter(k).family == KEPT)
     rejected_written = sum(v for k, v in written.items() if parse_counter(k).family != KEPT)
     problems = []
     if not stats["invariant"]["holds"]:
         problems.append(f"read {stats['read']} != accounted {stats['invariant']['accounted']}")
     if kept_written != stats["kept"]:
-        problems.append(f"docs shards hold {kept_written} documents, counters say {stats['kept']}")
-    if rejected_written != stats["dropped_total"] + stats["dead_letter_total"]:
-        problems.append(f"rejected shards hold {rejected_written} records, counters say otherwise")
+        problems.append(f"docs shards hold {kept_written} documents, the final pass kept {stats['kept']}")
+    rejected = stats["dropped_total"] + stats["dead_letter_total"]
+    if rejected_written != rejected:
+        problems.append(f"rejected shards hold {rejected_written} records, the stage rejected {rejected}")
     for key, m in stats["index_invariant"]["mismatches"].items():
         problems.append(
             f"the index of {key} lists {m['listed']} pages, the dump held {m['read']} (read and lost): "
@@ -410,6 +406,5 @@ def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) ->
 def counts_from_summaries(summaries: list[dict]) -> dict[str, int]:
     total: dict[str, int] = {}
     for summary in summaries:
-        for key, count in summary["counts"].items():
-            total[key] = total.get(key, 0) + count
+        add_counts(total, summary["counts"])
     return total

@@ -77,7 +77,7 @@ def clean_record(
     record: dict, opts: CorpusOptions, convert: ChineseConverter | None, index: EvalIndex | None = None
 ) -> tuple[str, dict, dict[str, int]]:
     """Raw record -> ("doc", cleaned doc, counts) or ("drop", rejected record, counts); counts are
-    stage counters by name (accounting.py): lines removed per rule, languages, personal data found
+    stage counts by name (accounting.py): lines removed per rule, languages, personal data found
     per kind. `index`: the evaluation sets kept out (--decontaminate), None for none.
 
     Order: normalize, line rules, language, (evaluation sentences), quality filters, (evaluation

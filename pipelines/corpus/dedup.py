@@ -8,8 +8,10 @@ one partition (1/256 of the entries) at a time.
 PCollection shapes (id: document id str; handle: (text hash, spill stem, position)):
 
     ExactDuplicates:   (text_hash, id)            -> (id, survivor id)      removed ids only
-    RepeatedLines:     (id, [line_hash])          -> (id, (line_hash, reason))   lines to remove
-    Deduplicate:       fingerprints               -> exact, near (id, survivor); lines to remove
+    RepeatedLines:     (id, [line_hash])          -> (id, (line_hash, reason))   lines to remove, tallies
+    Deduplicate:       fingerprints               -> exact, near (id, survivor); lines to remove; tallies
+
+Tallies: the counts of these steps (tally.py), PCollections of {count name: n}.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from functools import partial
 
 import apache_beam as beam
 
-from pipelines.corpus.accounting import diagnostic_counter, increment
+from pipelines.corpus.accounting import diagnostic_counter
 from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
 from pipelines.corpus.near import ConnectedComponents, NearDuplicates
 from pipelines.corpus.options import CorpusOptions
@@ -44,7 +46,7 @@ class ExactDuplicates(beam.PTransform):
         return hashes | "GroupByText" >> GroupInPartitions(then=_removals_in_group)
 
 
-def _line_verdicts(kv, boilerplate_min_docs: int):
+def _line_verdicts(kv, tally, boilerplate_min_docs: int):
     """(line_hash, ids) -> (id, (line_hash, reason)). In >= boilerplate_min_docs distinct documents the
     line is boilerplate and leaves all of them; in fewer (but >= 2) it stays in the smallest id only."""
     key, ids = kv
@@ -56,11 +58,11 @@ def _line_verdicts(kv, boilerplate_min_docs: int):
         if len(distinct) < boilerplate_min_docs:
             distinct.add(doc_id)
     if len(distinct) >= boilerplate_min_docs:
-        increment(diagnostic_counter("lines", "boilerplate_keys"))
+        tally.add(diagnostic_counter("lines", "boilerplate_keys"))
         for doc_id in ids:
             yield doc_id, (key, "boilerplate_line")
     elif len(distinct) >= 2:
-        increment(diagnostic_counter("lines", "repeated_keys"))
+        tally.add(diagnostic_counter("lines", "repeated_keys"))
         for doc_id in ids:
             if doc_id != smallest:
                 yield doc_id, (key, "repeated_line")
@@ -68,7 +70,8 @@ def _line_verdicts(kv, boilerplate_min_docs: int):
 
 class RepeatedLines(beam.PTransform):
     """C4-style: lines repeated across documents (see _line_verdicts). Input: (id, [line hash]) per
-    document; output: (id, (line hash, reason)) per line to remove."""
+    document; output: (id, (line hash, reason)) per line to remove, and the tallies of the keys found
+    repeated (`lines/repeated_keys`, `lines/boilerplate_keys`)."""
 
     def __init__(self, boilerplate_min_docs: int):
         super().__init__()
@@ -76,7 +79,9 @@ class RepeatedLines(beam.PTransform):
 
     def expand(self, documents):
         verdicts = partial(_line_verdicts, boilerplate_min_docs=self.boilerplate_min_docs)
-        return documents | "GroupByLine" >> GroupInPartitions(explode=_occurrences, then=verdicts)
+        return documents | "GroupByLine" >> GroupInPartitions(
+            explode=_occurrences, then=verdicts, counted=True
+        )
 
 
 # --- all of it, on fingerprints ------------------------------------------------------------------------------
@@ -111,7 +116,8 @@ def _occurrences(kv):
 
 class Deduplicate(beam.PTransform):
     """{"hashes": (text hash, id), "handles": (id, handle), "lines": (id, [line hash])} ->
-    (exact, near, line removals): (id, survivor), (id, survivor), (id, (line hash, reason)).
+    (exact, near, line removals, tallies): (id, survivor), (id, survivor), (id, (line hash, reason)),
+    and the tallies of the near-duplicate search and of the repeated lines.
 
     Near-duplicates are searched among the documents exact dedup kept, with their signatures read
     from the spill files under sig_dir; repeated lines among the documents both kept. Only ids,
@@ -127,10 +133,11 @@ class Deduplicate(beam.PTransform):
         survivors = {"handles": handles, "exact": exact} | "JoinHandlesExact" >> CoGroupInPartitions(
             then=_handle_of_survivor
         )
-        near = survivors | "Near" >> NearDuplicates(self.opts, self.sig_dir)
-        line_removals = (
+        near, near_tallies = survivors | "Near" >> NearDuplicates(self.opts, self.sig_dir)
+        line_removals, line_tallies = (
             {"lines": lines, "exact": exact, "near": near}
             | "JoinLinesVerdicts" >> CoGroupInPartitions(then=_lines_of_survivor)
             | "Repeated" >> RepeatedLines(self.opts.dedup.boilerplate_min_docs)
         )
-        return exact, near, line_removals
+        tallies = (near_tallies, line_tallies) | "Tallies" >> beam.Flatten()
+        return exact, near, line_removals, tallies

@@ -6,6 +6,7 @@ PCollection shapes (id: document id str; DocRef: see `doc_ref`; verdict: `keep_v
     Verdicts:     {"ref": (id, DocRef), "exact": (id, survivor), "near": (id, survivor),
                    "lines": (id, (line hash, reason))}  -> (spill file, (position, verdict))
     FinalPass:    (spill file, [(position, verdict)])   -> PIECES (shard, piece path) | REJECTED record
+                                                           | TALLY (tally.py)
     MergeShards:  (shard, piece path)                   -> one summary dict per docs shard written
     WriteShards:  records (rejected)                    -> one summary dict per shard written
 
@@ -29,10 +30,7 @@ import xxhash
 from core import storage
 from pipelines.corpus import clean
 from pipelines.corpus.accounting import (
-    Tally,
     chars_counter,
-    count_rejected,
-    increment,
     kept_counter,
     length_counter,
     lines_removed_counter,
@@ -43,6 +41,7 @@ from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.ids import natural_key
 from pipelines.corpus.spill import dumps, merge_pieces, piece_path, read_spill, write_piece
+from pipelines.corpus.tally import TALLY, Tally
 
 PIECES, REJECTED = "pieces", "rejected"
 
@@ -136,7 +135,8 @@ class Verdicts(beam.PTransform):
 
 class _FinalPass(beam.DoFn):
     """One spill file and its documents' verdicts -> one sorted piece per shard it has documents for
-    (written), plus the records rejected here. Memory: one spill file's kept documents."""
+    (written), plus the records rejected here, and the bundle's counts (TALLY): documents kept, lines
+    removed, records rejected, characters and lengths kept. Memory: one spill file's kept documents."""
 
     def __init__(self, opts: CorpusOptions, spill_dir: str, tmp_dir: str):
         self.opts, self.spill_dir, self.tmp_dir = opts, spill_dir, tmp_dir
@@ -145,7 +145,7 @@ class _FinalPass(beam.DoFn):
         self.tally = Tally()
 
     def finish_bundle(self):
-        self.tally.flush()
+        yield from self.tally.emit()
 
     def process(self, kv, count):
         name, verdicts = kv
@@ -161,16 +161,18 @@ class _FinalPass(beam.DoFn):
                     [doc], exact, near, {tuple(r) for r in removals}, self.opts
                 )
                 for rule, lines in removed.items():
-                    increment(lines_removed_counter(rule), lines)
+                    self.tally.add(lines_removed_counter(rule), lines)
             else:
                 reason, detail = verdict  # reject_verdict
                 kept, dropped = [], [clean.rejected(doc, reason, "dedup", detail)]
             for rec in dropped:
-                count_rejected(rec)
+                self.tally.add_rejected(rec)
                 yield beam.pvalue.TaggedOutput(REJECTED, rec)
             for out in kept:
                 chars = sum(len(sentence) for sentence in out["sentences"])
-                self.tally.add(chars_counter("kept", out["source"]), chars)
+                self.tally.add(kept_counter(out["source"]))
+                if chars:
+                    self.tally.add(chars_counter("kept", out["source"]), chars)
                 self.tally.add(length_counter("after", chars))
                 by_shard.setdefault(shard_of(out["id"], count), []).append((str(out["id"]), dumps(out)))
         if verdicts:
@@ -194,7 +196,7 @@ class FinalPass(beam.PTransform):
             | "Finalize"
             >> beam.ParDo(
                 _FinalPass(self.opts, self.spill_dir, self.tmp_dir), count=self.count_si
-            ).with_outputs(REJECTED, main=PIECES)
+            ).with_outputs(REJECTED, TALLY, main=PIECES)
         )
 
 
@@ -252,8 +254,6 @@ class _MergeShard(beam.DoFn):
                 yield line
 
         data = _gzip_lines(tallied_lines())
-        for key, records in by_key.items():
-            increment(key, records)
         yield _write_shard(self.out_dir, "docs", index, count, data, sum(by_key.values()), by_key)
 
 
@@ -294,8 +294,6 @@ class _WriteShard(beam.DoFn):
         lost_ids: dict[str, list[str]] = {}  # file -> ids of the records damaged input lost
         for r in records:
             key = _summary_key(self.prefix, r)
-            if self.prefix == "docs":
-                increment(key)
             by_key[key] = by_key.get(key, 0) + weight(r)
             if "lost" in r and r["id"] is not None:
                 lost_ids.setdefault(r["lost"]["file"], []).append(r["id"])

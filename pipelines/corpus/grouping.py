@@ -23,7 +23,10 @@ decoded once more. So both transforms take
     explode(element) -> iterable of (key, value) entries      run inside the batching step
     then((key, grouped)) -> iterable of outputs                run inside the regrouping step
 
-and the entries and groups in between are never Beam elements. Each input collection of a
+and the entries and groups in between are never Beam elements. With `counted=True`, `then` is called
+as then((key, grouped), tally=...) with the tally.Tally of its bundle, and the transform returns
+(outputs, tallies): the counts of a group are pipeline data like every other count of the stage.
+Each input collection of a
 CoGroupInPartitions is batched on its own (its tag written once per batch), and only the batches are
 flattened.
 
@@ -35,10 +38,13 @@ or one partition's entries (1/PARTITIONS of all) when regrouping.
 from __future__ import annotations
 
 import marshal
+from functools import partial
 
 import apache_beam as beam
 import xxhash
 from apache_beam.transforms.window import GlobalWindows
+
+from pipelines.corpus.tally import TALLY, Tally
 
 PARTITIONS = 256
 FLUSH_ENTRIES = 5_000
@@ -134,23 +140,42 @@ def _regroup(kv, tags: tuple | None, then):
             yield from then((key, grouped))
 
 
-def _grouped(inputs: dict, partitions: int, flush: int, explode: dict, tags: tuple | None, then):
-    """{tag: PCollection} -> batches per input -> one GroupByKey of the partitions -> regroup."""
+class _CountedRegroup(beam.DoFn):
+    """_regroup with then((key, grouped), tally=<the bundle's Tally>): its counts to the TALLY output."""
+
+    def __init__(self, tags: tuple | None, then):
+        self.tags, self.then = tags, then
+
+    def start_bundle(self):
+        self.tally = Tally()
+        self.counted_then = partial(self.then, tally=self.tally)
+
+    def process(self, kv):
+        yield from _regroup(kv, self.tags, self.counted_then)
+
+    def finish_bundle(self):
+        yield from self.tally.emit()
+
+
+def _grouped(
+    inputs: dict, partitions: int, flush: int, explode: dict, tags: tuple | None, then, counted: bool
+):
+    """{tag: PCollection} -> batches per input -> one GroupByKey of the partitions -> regroup; counted:
+    (outputs, tallies)."""
     batches = [
         pcoll | f"Batch{tag}" >> beam.ParDo(_Batch(tag, partitions, flush, explode.get(tag)))
         for tag, pcoll in inputs.items()
     ]
-    return (
-        batches
-        | "Batches" >> beam.Flatten()
-        | "GroupPartitions" >> beam.GroupByKey()
-        | "Regroup" >> beam.FlatMap(_regroup, tags, then)
-    )
+    groups = batches | "Batches" >> beam.Flatten() | "GroupPartitions" >> beam.GroupByKey()
+    if not counted:
+        return groups | "Regroup" >> beam.FlatMap(_regroup, tags, then)
+    out = groups | "Regroup" >> beam.ParDo(_CountedRegroup(tags, then)).with_outputs(TALLY, main="out")
+    return out.out, out[TALLY]
 
 
 class CoGroupInPartitions(beam.PTransform):
     """{tag: (key, value)} -> (key, {tag: [values]}), like CoGroupByKey (module docstring); with
-    `explode` ({tag: function}) and `then`, see there."""
+    `explode` ({tag: function}), `then` and `counted`, see there."""
 
     def __init__(
         self,
@@ -158,22 +183,36 @@ class CoGroupInPartitions(beam.PTransform):
         flush: int = FLUSH_ENTRIES,
         explode: dict | None = None,
         then=None,
+        counted: bool = False,
     ):
         super().__init__()
         self.partitions, self.flush, self.explode, self.then = partitions, flush, explode or {}, then
+        self.counted = counted
 
     def expand(self, inputs: dict):
-        return _grouped(inputs, self.partitions, self.flush, self.explode, tuple(inputs), self.then)
+        return _grouped(
+            inputs, self.partitions, self.flush, self.explode, tuple(inputs), self.then, self.counted
+        )
 
 
 class GroupInPartitions(beam.PTransform):
-    """(key, value) -> (key, [values]), like GroupByKey (module docstring); with `explode` and `then`,
-    see there."""
+    """(key, value) -> (key, [values]), like GroupByKey (module docstring); with `explode`, `then` and
+    `counted`, see there."""
 
-    def __init__(self, partitions: int = PARTITIONS, flush: int = FLUSH_ENTRIES, explode=None, then=None):
+    def __init__(
+        self,
+        partitions: int = PARTITIONS,
+        flush: int = FLUSH_ENTRIES,
+        explode=None,
+        then=None,
+        counted: bool = False,
+    ):
         super().__init__()
         self.partitions, self.flush, self.explode, self.then = partitions, flush, explode, then
+        self.counted = counted
 
     def expand(self, pairs):
         explode = {"values": self.explode}
-        return _grouped({"values": pairs}, self.partitions, self.flush, explode, None, self.then)
+        return _grouped(
+            {"values": pairs}, self.partitions, self.flush, explode, None, self.then, self.counted
+        )

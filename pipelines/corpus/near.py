@@ -6,10 +6,12 @@ whole (spill.Signatures): a few MB, in sequence.
 
 PCollection shapes (id: document id str; handle: (text hash, stem, position)):
 
-    NearDuplicates:       (id, handle) of the documents exact dedup kept -> (id, survivor id), removed only
+    NearDuplicates:       (id, handle) of the documents exact dedup kept -> (id, survivor id), removed only;
+                          and tallies (tally.py) of the LSH buckets and of the survivor check
       by file             (stem, (id, position))                  -> LSH band entries (band key, id)
       GroupByBand         (band key, [id])                        -> candidate pairs (a, b), a < b
-    ComparePairs:         {"pairs": (a, b), "handles": (id, handle)} -> the pairs whose signatures agree
+    ComparePairs:         {"pairs": (a, b), "handles": (id, handle)} -> the pairs whose signatures agree,
+                                                                  tallies of the pairs that did not
     ConnectedComponents:  (id_a, id_b) edges                     -> (id, smallest id of its component)
 """
 
@@ -21,7 +23,7 @@ import apache_beam as beam
 import numpy as np
 
 from pipelines.corpus import minhash
-from pipelines.corpus.accounting import diagnostic_counter, increment
+from pipelines.corpus.accounting import diagnostic_counter
 from pipelines.corpus.grouping import CoGroupInPartitions, GroupInPartitions
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.spill import Signatures
@@ -44,19 +46,19 @@ def _band_entries(kv, sig_dir: str, sig_bytes: int, bands: int, rows: int):
             yield key, doc_id
 
 
-def _bucket_candidates(kv, window: int):
+def _bucket_candidates(kv, tally, window: int):
     """Candidate pairs (a, b), a < b, of one LSH bucket. Buckets up to BIG_BUCKET members: sorted by id,
     each member with its `window` predecessors. Larger ones (thousands of templated stubs sharing a
     band): every member with the smallest id."""
     _, members = kv
     ids = sorted(set(members))
     if 2 <= len(ids) <= BIG_BUCKET:
-        increment(diagnostic_counter("lsh", "buckets_with_candidates"))
+        tally.add(diagnostic_counter("lsh", "buckets_with_candidates"))
         for j in range(1, len(ids)):
             for i in range(max(0, j - window), j):
                 yield ids[i], ids[j]
     elif len(ids) > BIG_BUCKET:
-        increment(diagnostic_counter("lsh", "big_buckets"))
+        tally.add(diagnostic_counter("lsh", "big_buckets"))
         for doc_id in ids[1:]:
             yield ids[0], doc_id
 
@@ -86,7 +88,7 @@ def _attach_first(kv, sig_dir: str, sig_bytes: int):
         yield stem_b, (position_b, a, b, sigs.sig(position_a))
 
 
-def _compare(kv, sig_dir: str, sig_bytes: int, threshold: float, far_counter: str):
+def _compare(kv, tally, sig_dir: str, sig_bytes: int, threshold: float, far_counter: str):
     stem, items = kv
     sigs = Signatures(sig_dir, stem, sig_bytes)
     for position_b, a, b, sig_a in items:
@@ -96,13 +98,14 @@ def _compare(kv, sig_dir: str, sig_bytes: int, threshold: float, far_counter: st
         if agree >= threshold:
             yield a, b
         elif far_counter:
-            increment(far_counter)
+            tally.add(far_counter)
 
 
 class ComparePairs(beam.PTransform):
     """{"pairs": (a, b), "handles": (id, handle)} -> the pairs (a, b) whose signatures agree on >=
-    threshold of the permutations (estimated Jaccard). A pair listed twice is compared once per a.
-    Two joins bring both handles to the pair; two passes by spill file bring both signatures."""
+    threshold of the permutations (estimated Jaccard), and the tallies of `far_counter` (the pairs
+    that did not; none without it). A pair listed twice is compared once per a. Two joins bring both
+    handles to the pair; two passes by spill file bring both signatures."""
 
     def __init__(self, threshold: float, sig_dir: str, sig_bytes: int, far_counter: str = ""):
         super().__init__()
@@ -130,7 +133,7 @@ class ComparePairs(beam.PTransform):
             {"handles": handles, "first": first}
             | "JoinSecond" >> CoGroupInPartitions(then=_by_first_file)
             | "GroupByFirstFile" >> GroupInPartitions(then=attach)
-            | "GroupBySecondFile" >> GroupInPartitions(then=compare)
+            | "GroupBySecondFile" >> GroupInPartitions(then=compare, counted=True)
         )
 
 
@@ -154,26 +157,27 @@ class NearDuplicates(beam.PTransform):
             bands=dedup.minhash_bands,
             rows=dedup.minhash_rows,
         )
-        candidates = (
+        candidates, bucket_tallies = (
             handles
             | "GroupByFile" >> GroupInPartitions(explode=_by_file)
             | "GroupByBand"
             >> GroupInPartitions(
-                explode=bands, then=partial(_bucket_candidates, window=dedup.max_bucket_pairs)
+                explode=bands, then=partial(_bucket_candidates, window=dedup.max_bucket_pairs), counted=True
             )
         )
-        edges = {"pairs": candidates, "handles": handles} | "Verify" >> ComparePairs(
+        edges, _ = {"pairs": candidates, "handles": handles} | "Verify" >> ComparePairs(
             dedup.near_dup_threshold, self.sig_dir, size
         )
         removed = edges | "Clusters" >> ConnectedComponents(dedup.cc_rounds)
         if dedup.min_survivor_similarity <= 0:
-            return removed
-        return {"pairs": removed, "handles": handles} | "CheckSurvivors" >> ComparePairs(
+            return removed, bucket_tallies
+        checked, far = {"pairs": removed, "handles": handles} | "CheckSurvivors" >> ComparePairs(
             dedup.min_survivor_similarity,
             self.sig_dir,
             size,
             diagnostic_counter("near_dup", "kept_far_from_survivor"),
         )
+        return checked, (bucket_tallies, far) | "Tallies" >> beam.Flatten()
 
 
 def _both_directions(edge):

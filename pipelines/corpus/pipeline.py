@@ -11,8 +11,12 @@
       | MergeShards        -> docs-NNNNN-of-MMMMM.jsonl.gz; WriteShards -> rejected-NNNNN-of-MMMMM.jsonl.gz
 
 Only ids, hashes, signatures and verdicts travel through shuffles, never a document's text (spill.py
-says why and how). Counters (namespace `corpus`): accounting.py names them, builds and parses their
-names; per input file they are counted in _ReadWork.
+says why and how).
+
+The counts stats.json is built from are pipeline data (tally.py): every counting step has a TALLY
+output, one {name: count} per bundle; `finish_stage` sums them (TotalCounts) and writes the sum with the
+shards' summaries to out_dir/_tmp/summary.json, which the launcher reads (stage.py). accounting.py names
+the counts, builds and parses their names; per input file they are counted in _ReadWork.
 """
 
 from __future__ import annotations
@@ -24,9 +28,7 @@ import apache_beam as beam
 from core import storage
 from pipelines.corpus import clean
 from pipelines.corpus.accounting import (
-    Tally,
     chars_counter,
-    count_rejected,
     diagnostic_counter,
     file_counter,
     increment,
@@ -50,6 +52,7 @@ from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.readers.ids import file_key
 from pipelines.corpus.sources import read_work, split_work
 from pipelines.corpus.spill import SPILL_DIR, SpillWriter
+from pipelines.corpus.tally import TALLY, Tally, TotalCounts
 from pipelines.corpus.text_cleaning import ChineseConverter
 
 TMP_DIR = "_tmp"
@@ -60,43 +63,54 @@ SUMMARY = "summary.json"
 
 
 class _ReadWork(beam.DoFn):
-    """A work item -> its raw records. Counts them: `read/<source>` per record (a dead letter of lost
-    records counts as that many: readers/error_records.py), and per file (`file/<what>/KIND:NAME`,
-    readers/ids.py) what damaged input lost and, for a dump with its multistream index, the pages it
-    lists and the pages read (the index invariant). Only those: a corpus of a thousand files should
-    not make a thousand counters."""
+    """A work item -> its raw records (main output), and the tally of its bundle (TALLY). Counts them:
+    `read/<source>` per record (a dead letter of lost records counts as that many:
+    readers/error_records.py), and per file (`file/<what>/KIND:NAME`, readers/ids.py) what damaged input
+    lost and, for a dump with its multistream index, the pages it lists and the pages read (the index
+    invariant). Only those: a corpus of a thousand files should not make a thousand counts per file."""
 
     def __init__(self, opts: CorpusOptions):
         self.opts = opts
 
+    def start_bundle(self):
+        self.tally = Tally()
+
+    def finish_bundle(self):
+        yield from self.tally.emit()
+
     def process(self, item):
+        tally = self.tally
         if item.get("index_error"):
-            increment(diagnostic_counter("index_unreadable", item["kind"]))
+            tally.add(diagnostic_counter("index_unreadable", item["kind"]))
         key, read = file_key(item), 0
         for record in read_work(item, self.opts):
             lost = record.get("lost")
             records = lost["records"] if lost else 1
-            increment(read_counter(record["source"]), records)
+            tally.add(read_counter(record["source"]), records)
             read += records
             if lost:
-                increment(file_counter("lost_records", key), records)
-                increment(file_counter("lost_bytes", key), lost["bytes"])
+                tally.add(file_counter("lost_records", key), records)
+                tally.add(file_counter("lost_bytes", key), lost["bytes"])
                 if lost["estimated"]:
-                    increment(file_counter("lost_estimated", key), records)
+                    tally.add(file_counter("lost_estimated", key), records)
                 if lost["rest_unknown"]:
-                    increment(file_counter("lost_rest_unknown", key))
+                    tally.add(file_counter("lost_rest_unknown", key))
             yield record
         if item.get("streams"):
-            increment(file_counter("read", key), read)
-            increment(file_counter("listed", key), sum(pages for _, pages in item["streams"]))
+            tally.add(file_counter("read", key), read)
+            tally.add(file_counter("listed", key), sum(pages for _, pages in item["streams"]))
+
+
+RECORDS = "records"
 
 
 class ReadSources(beam.PTransform):
-    """Work items -> raw records and reader errors (see sources.py and readers/). The Reshuffle spreads
-    the byte ranges of the inputs over all workers; records are cleaned where they are read (no
-    shuffle of raw text: what travels through a shuffle is what costs memory on a local runner). A
-    file that cannot be split into ranges (compressed JSON lines, a dump without its multistream
-    index, the bundled sample) is therefore read and cleaned by one worker."""
+    """Work items -> DoOutputsTuple: RECORDS, the raw records and reader errors (see sources.py and
+    readers/), and TALLY. The Reshuffle spreads the byte ranges of the inputs over all workers;
+    records are cleaned where they are read (no shuffle of raw text: what travels through a shuffle
+    is what costs memory on a local runner). A file that cannot be split into ranges (compressed JSON
+    lines, a dump without its multistream index, the bundled sample) is therefore read and cleaned by
+    one worker."""
 
     def __init__(self, items: list[dict], opts: CorpusOptions):
         super().__init__()
@@ -108,7 +122,7 @@ class ReadSources(beam.PTransform):
             | "WorkItems" >> beam.Create(self.items)
             | "SplitFiles" >> beam.FlatMap(split_work, self.opts)
             | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(_ReadWork(self.opts))
+            | "Read" >> beam.ParDo(_ReadWork(self.opts)).with_outputs(TALLY, main=RECORDS)
         )
 
 
@@ -119,8 +133,9 @@ DOCS, REJECTED, HASHES, HANDLES, LINES = "docs", "rejected", "hashes", "handles"
 
 class _Clean(beam.DoFn):
     """Raw record -> main output (id, DocRef) plus tagged fingerprints; rejects and dead letters to
-    REJECTED. The cleaned document itself goes to a spill file (spill.py), not downstream. An
-    exception on one record dead-letters that record; the pipeline goes on."""
+    REJECTED; the bundle's counts to TALLY. The cleaned document itself goes to a spill file
+    (spill.py), not downstream. An exception on one record dead-letters that record; the pipeline
+    goes on."""
 
     def __init__(self, opts: CorpusOptions, spill_dir: str, index_file: IndexFile | None):
         self.opts, self.spill_dir, self.index_file = opts, spill_dir, index_file
@@ -140,7 +155,7 @@ class _Clean(beam.DoFn):
 
     def finish_bundle(self):
         self.spill.close()  # before the bundle's outputs (the handles) are committed
-        self.tally.flush()
+        yield from self.tally.emit()
 
     def process(self, record):
         if "error" in record:
@@ -148,7 +163,8 @@ class _Clean(beam.DoFn):
         else:
             text = record.get("text")  # a record without its text is dead-lettered below
             raw_chars = len(text) if isinstance(text, str) else 0
-            self.tally.add(chars_counter("read", record["source"]), raw_chars)
+            if raw_chars:
+                self.tally.add(chars_counter("read", record["source"]), raw_chars)
             self.tally.add(length_counter("before", raw_chars))
             try:
                 verdict, rec, counts = clean.clean_record(record, self.opts, self.convert, self.index)
@@ -165,7 +181,8 @@ class _Clean(beam.DoFn):
                     record, "processing_error", "clean", f"{type(err).__name__}: {err}", True
                 )
             for name, amount in counts.items():
-                self.tally.add(name, amount)
+                if amount:
+                    self.tally.add(name, amount)
             if verdict == "doc":
                 text_hash, sig, line_keys = fingerprints
                 stem, position = self.spill.add(doc, sig)
@@ -176,13 +193,13 @@ class _Clean(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(LINES, (doc["id"], line_keys))
                 rec = None
         if rec is not None:
-            count_rejected(rec)
+            self.tally.add_rejected(rec)
             yield beam.pvalue.TaggedOutput(REJECTED, clean.redact_rejected(rec, self.opts))
 
 
 class CleanDocuments(beam.PTransform):
-    """Raw records -> DoOutputsTuple: main (id, DocRef), REJECTED, HASHES, HANDLES, LINES; the cleaned
-    documents are in spill files under `spill_dir`. `index_file`: the evaluation sets kept out
+    """Raw records -> DoOutputsTuple: main (id, DocRef), REJECTED, HASHES, HANDLES, LINES, TALLY; the
+    cleaned documents are in spill files under `spill_dir`. `index_file`: the evaluation sets kept out
     (decontam.save_index; each worker process reads it once)."""
 
     def __init__(self, opts: CorpusOptions, spill_dir: str, index_file: IndexFile | None = None):
@@ -192,7 +209,7 @@ class CleanDocuments(beam.PTransform):
     def expand(self, records):
         clean_fn = _Clean(self.opts, self.spill_dir, self.index_file)
         return records | "Clean" >> beam.ParDo(clean_fn).with_outputs(
-            REJECTED, HASHES, HANDLES, LINES, main=DOCS
+            REJECTED, HASHES, HANDLES, LINES, TALLY, main=DOCS
         )
 
 
@@ -207,15 +224,16 @@ def build_pipeline(
     index_file: IndexFile | None = None,
 ) -> None:
     """Add the whole corpus stage to `pipeline` (`index_file`: the stored index of --decontaminate)."""
-    records = pipeline | "ReadSources" >> ReadSources(items, opts)
+    read = pipeline | "ReadSources" >> ReadSources(items, opts)
     spill_dir = storage.join(out_dir, TMP_DIR, SPILL_DIR)
-    cleaned = records | "CleanDocuments" >> CleanDocuments(opts, spill_dir, index_file)
-    finish_stage(cleaned, out_dir, opts)
+    cleaned = read[RECORDS] | "CleanDocuments" >> CleanDocuments(opts, spill_dir, index_file)
+    finish_stage(cleaned, out_dir, opts, (read[TALLY],))
 
 
-def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
+def finish_stage(cleaned, out_dir: str, opts: CorpusOptions, tallies: tuple = ()) -> None:
     """CleanDocuments' outputs (its spill files under out_dir/_tmp/spill) -> the stage's shards and
-    out_dir/_tmp/summary.json.
+    out_dir/_tmp/summary.json: {"shards": [summary per shard file], "counts": {name: count}}, the
+    counts summed over `tallies` (those of the steps before, e.g. ReadSources) and every tally here.
 
         fingerprints | Deduplicate     -> exact, near (id, survivor); lines (id, (line hash, reason))
         DocRefs + those | Verdicts     -> (spill file, (position, verdict))       one per document
@@ -226,12 +244,13 @@ def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
     refs = cleaned[DOCS]
     fingerprints = {tag: cleaned[tag] for tag in (HASHES, HANDLES, LINES)}
     spill_dir = storage.join(tmp, SPILL_DIR)
-    exact, near, line_removals = fingerprints | "Deduplicate" >> Deduplicate(opts, spill_dir)
-    _ = (  # near-duplicate cluster sizes for stats.json (the survivor and the ids removed for it)
+    exact, near, line_removals, dedup_tallies = fingerprints | "Deduplicate" >> Deduplicate(opts, spill_dir)
+    # near-duplicate cluster sizes for stats.json (the survivor and the ids removed for it)
+    cluster_tallies = (
         near
         | "SurvivorOf" >> beam.Map(lambda kv: (kv[1], 1))
         | "RemovedPerSurvivor" >> beam.CombinePerKey(sum)
-        | "CountClusters" >> beam.Map(lambda kv: increment(near_cluster_counter(kv[1] + 1)))
+        | "CountClusters" >> beam.Map(_cluster_tally)
     )
     # Shard count from the characters cleaned (before dedup): known before the final pass, so the
     # final pass writes each kept document straight into its shard's piece.
@@ -248,15 +267,27 @@ def finish_stage(cleaned, out_dir: str, opts: CorpusOptions) -> None:
     rej_summaries = rejected | "WriteRejected" >> WriteShards(
         out_dir, "rejected", opts.output.rejected_shard_records, lambda r: 1
     )
+    tallies = (*tallies, cleaned[TALLY], dedup_tallies, cluster_tallies, final[TALLY])
+    counts = tallies | "Counts" >> TotalCounts()
     (
         (doc_summaries, rej_summaries)
         | "AllSummaries" >> beam.Flatten()
         | "CollectSummaries" >> beam.combiners.ToList()
-        | "WriteSummary" >> beam.Map(_write_summary, out_dir)
+        | "WriteSummary"
+        >> beam.Map(_write_summary, out_dir, beam.pvalue.AsSingleton(counts, default_value={}))
     )
 
 
-def _write_summary(summaries: list[dict], out_dir: str) -> str:
+def _cluster_tally(kv) -> dict[str, int]:
+    """(survivor, ids removed for it) -> the tally of one cluster of that size, survivor included (a
+    tally of its own: there are few clusters, and the Beam counter for monitoring)."""
+    name = near_cluster_counter(kv[1] + 1)
+    increment(name)
+    return {name: 1}
+
+
+def _write_summary(summaries: list[dict], out_dir: str, counts: dict[str, int]) -> str:
     path = storage.join(out_dir, TMP_DIR, SUMMARY)
-    storage.write_text(path, json.dumps(sorted(summaries, key=lambda s: s["file"]), ensure_ascii=False))
+    summary = {"shards": sorted(summaries, key=lambda s: s["file"]), "counts": dict(sorted(counts.items()))}
+    storage.write_text(path, json.dumps(summary, ensure_ascii=False))
     return path

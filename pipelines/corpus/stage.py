@@ -23,10 +23,9 @@ from pipelines.corpus.accounting import (
     accounting_problems,
     add_lost_ids,
     check_outcome,
-    counters_from_result,
     counts_from_summaries,
     lost_summary,
-    stats_from_counters,
+    stats_from_counts,
 )
 from pipelines.corpus.decontam import REASON, EvalIndex, build_index
 from pipelines.corpus.eval_index import save_index
@@ -251,12 +250,14 @@ def run_corpus(
             index_file = save_index(index, storage.join(out_dir, TMP_DIR, EVAL_INDEX))
         with beam.Pipeline(options=PipelineOptions(flags)) as p:
             build_pipeline(p, items, out_dir, opts, index_file)
-        summaries = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
+        # The shards' summaries and the stage's counts, as the pipeline wrote them (pipeline.py): never
+        # the runner's metrics (Beam counters), which some runners lack and some count twice.
+        summary = storage.read_json(storage.join(out_dir, TMP_DIR, SUMMARY))
     storage.remove(storage.join(out_dir, TMP_DIR), recursive=True)  # nothing below reads it
-    result = p.result
     seconds = time.time() - started
 
-    stats = stats_from_counters(counters_from_result(result))
+    summaries = summary["shards"]
+    stats = stats_from_counts(summary["counts"])
     add_lost_ids(stats, summaries)
     stats["pii_mode"] = opts.curation.pii
     stats["decontamination"] = decontamination_stats(stats, index, opts)
@@ -267,7 +268,7 @@ def run_corpus(
     # report.html for people, also when the checks below fail (it shows why). Its title names the
     # sources, not out_dir: the same inputs give the same bytes in any folder.
     write_report(out_dir, stats, "Corpus report: " + ", ".join(sources))
-    # The counters and the files written must tell the same story, and nothing may go missing.
+    # The counts and the files written must tell the same story, and nothing may go missing.
     problems = accounting_problems(stats, written)
     try:
         if problems:

@@ -203,18 +203,17 @@ def test_instance_accounting_is_enforced(instances):
 
 
 def test_corpus_accounting_failure_is_a_stage_failure(tmp_path, monkeypatch, capsys, docs):
-    """The counters say one more record was read than accounted for: exit 1, one line, no manifest."""
+    """The stage's counts say one more record was read than accounted for: exit 1, one line, no
+    manifest."""
     from flows.cli import main
     from pipelines.corpus import stage
 
-    real = stage.counters_from_result
+    real = stage.stats_from_counts
 
-    def one_more_read(result):
-        counters = real(result)
-        counters["read/news2016zh"] += 1
-        return counters
+    def one_more_read(counts):
+        return real({**counts, "read/news2016zh": counts["read/news2016zh"] + 1})
 
-    monkeypatch.setattr(stage, "counters_from_result", one_more_read)
+    monkeypatch.setattr(stage, "stats_from_counts", one_more_read)
     source = tmp_path / "news.json"
     source.write_text("\n".join(news_record(d) for d in docs[:5]) + "\n")
     out = tmp_path / "out"

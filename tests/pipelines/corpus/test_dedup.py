@@ -11,6 +11,7 @@ from pipelines.corpus import minhash
 from pipelines.corpus.dedup import ConnectedComponents, ExactDuplicates, NearDuplicates, RepeatedLines
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.spill import SpillWriter
+from pipelines.corpus.tally import Tally, TotalCounts
 
 ARGS = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 
@@ -74,7 +75,7 @@ def test_near_duplicates_cluster_and_survivor(tmp_path):
     opts = CorpusOptions()
     with _pipeline() as p:
         handles = _handles(tmp_path, _doc_signatures(texts, opts))
-        out = p | beam.Create(handles) | NearDuplicates(opts, str(tmp_path))
+        out, _ = p | beam.Create(handles) | NearDuplicates(opts, str(tmp_path))
         assert_that(out, equal_to([("doc-c", "doc-a")]))
 
 
@@ -82,7 +83,13 @@ def test_repeated_lines_boilerplate_and_first_occurrence():
     # per document, its line keys (line 1 listed twice in "a": one entry per occurrence)
     documents = [("a", [1, 1]), ("b", [1, 2]), ("c", [1, 2]), ("z", [3])]
     with _pipeline() as p:
-        out = p | beam.Create(documents) | RepeatedLines(boilerplate_min_docs=3)
+        out, tallies = p | beam.Create(documents) | RepeatedLines(boilerplate_min_docs=3)
+        # the keys found repeated, counted as pipeline data (tally.py)
+        assert_that(
+            (tallies,) | TotalCounts(),
+            equal_to([{"lines/boilerplate_keys": 1, "lines/repeated_keys": 1}]),
+            label="counts",
+        )
         # line 1 is in 3 documents: removed from all; line 2 in two: stays in "b" only
         assert_that(
             out,
@@ -113,11 +120,12 @@ def test_survivor_check_keeps_documents_far_from_their_survivor(tmp_path):
     far[:3] = s[:3]  # agrees on 3 of 10: chained into the cluster through someone else
     handles = _handles(tmp_path, {"a": s.tobytes(), "b": close.tobytes(), "c": far.tobytes()})
     with _pipeline() as p:
-        out = {
+        out, far = {
             "pairs": p | "r" >> beam.Create([("b", "a"), ("c", "a")]),
             "handles": p | "s" >> beam.Create(handles),
-        } | ComparePairs(0.6, str(tmp_path), 40)
+        } | ComparePairs(0.6, str(tmp_path), 40, "near_dup/kept_far_from_survivor")
         assert_that(out, equal_to([("b", "a")]))
+        assert_that((far,) | TotalCounts(), equal_to([{"near_dup/kept_far_from_survivor": 1}]), label="far")
 
 
 def test_big_lsh_buckets_link_members_to_the_smallest(monkeypatch, tmp_path):
@@ -125,14 +133,20 @@ def test_big_lsh_buckets_link_members_to_the_smallest(monkeypatch, tmp_path):
 
     monkeypatch.setattr(near, "BIG_BUCKET", 3)
     # big bucket (4 > 3 members): every member is paired with the smallest id only
-    assert sorted(near._bucket_candidates(("k", ["d", "b", "c", "e", "b"]), 64)) == [
+    tally = Tally()
+    assert sorted(near._bucket_candidates(("k", ["d", "b", "c", "e", "b"]), tally, 64)) == [
         ("b", "c"),
         ("b", "d"),
         ("b", "e"),
     ]
     # small bucket: each member with its window predecessors, in id order
-    assert sorted(near._bucket_candidates(("k", ["d", "b", "c"]), 64)) == [("b", "c"), ("b", "d"), ("c", "d")]
-    assert sorted(near._bucket_candidates(("k", ["d", "b", "c"]), 1)) == [("b", "c"), ("c", "d")]
+    assert sorted(near._bucket_candidates(("k", ["d", "b", "c"]), tally, 64)) == [
+        ("b", "c"),
+        ("b", "d"),
+        ("c", "d"),
+    ]
+    assert sorted(near._bucket_candidates(("k", ["d", "b", "c"]), tally, 1)) == [("b", "c"), ("c", "d")]
+    assert tally.counts == {"lsh/big_buckets": 1, "lsh/buckets_with_candidates": 2}
     s = np.arange(10, dtype=np.uint32)
     close = s.copy()
     close[0] = 99
@@ -142,4 +156,4 @@ def test_big_lsh_buckets_link_members_to_the_smallest(monkeypatch, tmp_path):
             "pairs": p | "pairs" >> beam.Create([("b", "c"), ("b", "d"), ("b", "e"), ("b", "d")]),
             "handles": p | "handles" >> beam.Create(_handles(tmp_path, sigs)),
         } | near.ComparePairs(0.7, str(tmp_path), 40)
-        assert_that(verified, equal_to([("b", "d"), ("b", "e")]))  # a repeated pair is compared once
+        assert_that(verified[0], equal_to([("b", "d"), ("b", "e")]))  # a repeated pair is compared once

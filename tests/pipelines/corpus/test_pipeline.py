@@ -37,7 +37,8 @@ def test_read_sources_spreads_multistream_ranges(tmp_path):
     write_dump(dump, [page_xml(i, f"条目{i}", BODY) for i in range(1, 251)], multistream=True)
     opts = OPTS.replace(wiki_streams_per_range=1)
     with BeamTestPipeline(argv=ARGS) as p:
-        ids = p | cp.ReadSources(plan_sources([f"zhwiki:{dump}"]), opts) | beam.Map(lambda r: r["id"])
+        read = p | cp.ReadSources(plan_sources([f"zhwiki:{dump}"]), opts)
+        ids = read[cp.RECORDS] | beam.Map(lambda r: r["id"])
         name = "zhwiki:zhwiki-1-pages-articles-multistream.xml.bz2"
         assert_that(ids, equal_to([f"{name}:{i}" for i in range(1, 251)]))
 

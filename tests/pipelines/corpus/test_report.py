@@ -35,7 +35,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def old_stats() -> dict:
-    """A stats.json as accounting.stats_from_counters writes it before the report's keys."""
+    """A stats.json as accounting.stats_from_counts writes it before the report's keys."""
     dropped = {"held_out_eval": 466, "too_short": 51, "no_terminal_punct": 48, "near_duplicate": 5}
     dead = {"malformed_json": 2}
     return {
