@@ -109,16 +109,16 @@ def eval_sums(
         if per_sequence is not None:
             for k, v in sequence_figures(out, batch).items():
                 per_sequence.setdefault(k, []).append(v)
-        sums += torch.stack(
-            [
-                (out.mlm_loss * out.mlm_weight).double().cpu(),
-                out.mlm_weight.double().cpu(),
-                out.mlm_correct.double().cpu(),
-                (out.sop_loss * out.sop_count).double().cpu(),
-                out.sop_count.double().cpu(),
-                out.sop_correct.double().cpu(),
-            ]
+        # Stacked on the device, read once (on XLA, one graph per batch, not one per figure)
+        figures = (
+            out.mlm_loss * out.mlm_weight,
+            out.mlm_weight,
+            out.mlm_correct,
+            out.sop_loss * out.sop_count,
+            out.sop_count,
+            out.sop_correct,
         )
+        sums += torch.stack([f.float() for f in figures]).cpu().double()
     model.train(was_training)
     keys = ("mlm_loss_sum", "mlm_weight", "mlm_correct", "sop_loss_sum", "sop_count", "sop_correct")
     return dict(zip(keys, sums.tolist()))
@@ -240,8 +240,8 @@ def evaluate_checkpoint(
 
     stream = InstanceStream(eval_data, batch_size, shuffle_window=0, epochs=1)
     autocast = (
-        (lambda: torch.autocast("cuda", dtype=torch.bfloat16))
-        if dev.type == "cuda"
+        (lambda: torch.autocast(dev.type, dtype=torch.bfloat16))
+        if dev.type in ("cuda", "xla")
         else contextlib.nullcontext
     )
     log(f"evaluating {checkpoint} on {eval_data.num_records or '?'} eval instances")

@@ -1,23 +1,36 @@
 """Optional TPU backend (torch_xla, PJRT runtime) behind the trainer's interface: `--device tpu`.
 
-UNTESTED here: no TPU and no torch_xla on this project's machines. Imported only when `--device tpu`
-is asked for; everything else in the project runs without torch_xla installed.
+UNTESTED on a TPU: no TPU on this project's machines. Imported by the trainer everywhere, but torch_xla
+is imported only when `--device tpu` is asked for; everything else runs without torch_xla installed.
+torch_xla has no release for the main set's torch (2.13): it runs in `.venv-tpu` (`make setup-tpu`,
+constraints-tpu.txt: torch 2.9 + torch_xla 2.9), where `PJRT_DEVICE=CPU` gives XLA's CPU device, which
+traces, compiles and runs the same lazy graphs as a TPU (tests/tpu/, `make test-tpu`, docs/tpu.md).
 
-What changes on a TPU (the trainer calls these three functions and nothing else):
-- `xla_device()`: the XLA device of this process (PJRT_DEVICE=TPU selects the runtime).
-- `device_loader(loader, device)`: torch_xla's MpDeviceLoader, which moves batches to the device in a
-  background thread and marks step boundaries; the loader yields (batch, position) pairs as on CPU/GPU.
-- `mark_step()`: cuts the lazily traced graph after each optimizer step (the loader marks steps too;
-  an extra mark_step is harmless).
+What changes on XLA (the trainer calls these functions and nothing else):
+- `xla_device()`: the XLA device of this process (PJRT_DEVICE=TPU or CPU selects the runtime).
+- `graph_cut(device)`: what the step calls where a traced graph must end: `mark_step` on XLA, nothing
+  elsewhere. The step cuts twice: after forward, backward and gradient clipping (then it reads the
+  losses and the norm on the host: they decide whether the update is applied), and after the update.
+  Each is compiled once, on the first step (the lr is a device scalar, not a constant: no recompile
+  as it changes), then replayed.
+- `compilations()`: how many graphs XLA compiled in this process (torch_xla's CompileTime metric).
 
-Launch one process per TPU core/chip with torch_xla's launcher, or torchrun with the `xla` process group
-backend (`torch.distributed.init_process_group("xla", init_method="xla://")`); the trainer's DDP path
-then works as on GPUs. bf16: set XLA_USE_BF16=1 or use --precision bf16 (autocast on "xla" needs
-torch_xla >= 2.1). Shapes are static (fixed L and P in the TFRecords), which XLA needs to avoid
-recompiling every step; the loss normalisation reads `.item()` of host-side counts only.
+Shapes are static (fixed L and P in the TFRecords, every micro-batch of the same size: the instance
+stream drops no short batch mid-run), which XLA needs not to recompile every step. The step's loss
+normalisers are read off the host batches before they move to the device (no device-to-host read
+inside a graph), so the batches stay on the host until the step (no MpDeviceLoader). bf16: `--precision
+auto` is bf16 autocast on XLA as on CUDA (weights and optimizer state stay fp32).
+
+Launch one process per TPU chip with torch_xla's launcher, or torchrun with the `xla` process group
+backend (`torch.distributed.init_process_group("xla", init_method="xla://")`); model/distributed.py does
+not make that group yet (docs/tpu.md).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
 
 from core.errors import UserError
 
@@ -27,23 +40,30 @@ def _xla():
         import torch_xla.core.xla_model as xm
     except ImportError as err:
         raise UserError(
-            "--device tpu needs torch_xla (pip install torch_xla[tpu] matching your torch version, on a "
-            f"TPU VM): {err}"
+            "--device tpu needs torch_xla, which needs torch 2.9: `make setup-tpu` makes .venv-tpu "
+            f"(docs/tpu.md): {err}"
         ) from err
     return xm
 
 
-def xla_device():
-    return _xla().xla_device()
-
-
-def device_loader(loader, device):
-    """Batches on the XLA device; (batch, position) pairs as the CPU/GPU loader yields them."""
+def xla_device() -> torch.device:
     _xla()
-    import torch_xla.distributed.parallel_loader as pl
+    import torch_xla
 
-    return iter(pl.MpDeviceLoader(loader, device))
+    return torch_xla.device()
 
 
-def mark_step() -> None:
-    _xla().mark_step()
+def graph_cut(device: torch.device) -> Callable[[], None]:
+    """The call that ends a traced graph on `device`: torch_xla's mark_step on XLA, a no-op elsewhere."""
+    if device.type != "xla":
+        return lambda: None
+    return _xla().mark_step
+
+
+def compilations() -> int:
+    """Graphs compiled by XLA in this process so far (0 before the first)."""
+    _xla()
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data("CompileTime")
+    return int(data[0]) if data else 0

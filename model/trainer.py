@@ -49,6 +49,7 @@ from model.albert import AlbertForPreTraining
 from model.device import make_deterministic, resolve_device
 from model.metrics import MetricsLog, MetricsWindow, plot_curves, progress_line, read_metrics
 from model.optim import Schedule, build_optimizer
+from model.tpu import graph_cut
 from model.train_config import TrainConfig
 from model.train_loop import Cadence, DivergenceGuard, StopRequest, TrainClock
 from model.train_setup import (
@@ -77,7 +78,7 @@ class Trainer:
         self.dist = distributed.init(self.device.type)
         if self.device.type == "cuda" and self.dist.enabled:
             self.device = torch.device("cuda", self.dist.local_rank)
-        bf16 = training.precision == "bf16" or (training.precision == "auto" and self.device.type == "cuda")
+        bf16 = training.precision == "bf16" or (training.precision == "auto" and self.device.type != "cpu")
         self.precision = "bf16" if bf16 else "fp32"
 
         # The inputs, checked before anything is written.
@@ -129,7 +130,8 @@ class Trainer:
         optim = cfg.optim
         self.optimizer = build_optimizer(self.model, optim.optimizer, optim.lr, optim.weight_decay)
         self.schedule = Schedule(optim.lr, optim.warmup_steps, training.steps)
-        dev_type = "cuda" if self.device.type == "cuda" else "cpu"
+        dev_type = self.device.type if self.device.type in ("cuda", "xla") else "cpu"
+        self.cut_graph = graph_cut(self.device)  # XLA: run the traced graph here (model/tpu.py)
         self.autocast = (
             (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
         )
@@ -239,12 +241,8 @@ class Trainer:
             world_size=self.dist.world_size,
             start=self.data.position,
         )
-        workers = self.cfg.data.num_workers
-        if self.device.type == "xla":
-            from model.tpu import device_loader
-
-            return device_loader(make_loader(stream, workers), self.device)
-        return iter(make_loader(stream, workers, pin_memory=self.device.type == "cuda"))
+        # Host batches on every device: the step reads its normalisers off them (train_step).
+        return iter(make_loader(stream, self.cfg.data.num_workers, pin_memory=self.device.type == "cuda"))
 
     def _next_micro_batches(self, batches) -> list[dict[str, torch.Tensor]]:
         """This rank's micro-batches of the next step (their token ids checked); moves the data position."""
@@ -292,29 +290,29 @@ class Trainer:
         )
         distributed.all_reduce_sum(counts, self.dist)
         W, N, tokens = counts.tolist()
-        sums = torch.zeros(5, dtype=torch.float64)  # mlm_sum, mlm_correct, sop_sum, sop_correct, bad losses
+        on_device = []  # per micro-batch: mlm_sum, mlm_correct, sop_sum, sop_correct, bad loss (device)
         for index, batch in enumerate(batches):
             with distributed.no_sync(self.wrapped, index < len(batches) - 1), self.autocast():
                 loss, parts = self.micro_loss(batch, W, N)
             loss.backward()
-            bad = (~torch.isfinite(loss.detach())).double()
-            sums += torch.stack([part.detach().double().cpu() for part in (*parts, bad)])
+            bad = ~torch.isfinite(loss.detach())
+            on_device.append(torch.stack([part.detach().float() for part in (*parts, bad)]))
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        clip = self.cfg.optim.clip_norm
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        # Nothing above was read on the host: on XLA, forward, backward and clipping are one graph.
+        self.cut_graph()
+        sums = sum((part.cpu().double() for part in on_device), torch.zeros(5, dtype=torch.float64))
         # The stop votes (a signal here, rank 0's clock) ride on this all-reduce: all ranks agree.
         sums = torch.cat([sums, torch.tensor(self.stop.votes(), dtype=torch.float64)])
         distributed.all_reduce_sum(sums, self.dist)
         mlm_sum, mlm_correct, sop_sum, sop_correct, bad_loss, *votes = sums.tolist()
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        clip = self.cfg.optim.clip_norm
-        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
         norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         finite = bad_loss == 0 and math.isfinite(norm)
         if finite:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.device.type == "xla":
-            from model.tpu import mark_step
-
-            mark_step()
+        self.cut_graph()  # XLA: the optimizer update, a second graph
         return {
             "loss": (mlm_sum / max(W, 1.0) + sop_sum / N) if finite else float("nan"),
             "mlm_loss": mlm_sum / max(W, 1.0),

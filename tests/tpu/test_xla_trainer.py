@@ -1,0 +1,145 @@
+"""The trainer on XLA (`--device tpu`) on XLA's CPU device, which traces, compiles and runs the lazy
+graphs a TPU would (docs/tpu.md):
+
+- the step compiles on the first steps only, then replays its graphs (torch_xla's CompileTime count);
+- `albert pretrain --device tpu` trains, evaluates and saves, as a user runs it;
+- checkpoints cross between XLA and the eager CPU trainer both ways (the same files, the same tensors);
+- a run killed (SIGKILL, no checkpoint of the step in flight) resumes to the bytes of an uninterrupted
+  XLA run.
+
+`pytest -s` prints the figures (compilations per step, tokens per second)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch_xla")
+
+import torch  # noqa: E402
+
+from model import checkpoint as ckpt  # noqa: E402
+from model.tpu import compilations  # noqa: E402
+from model.trainer import Trainer  # noqa: E402
+from tests.model.train_fixtures import ROOT, cli_args, finished, start_group, train_config  # noqa: E402
+from tests.trainer_hooks import launcher  # noqa: E402
+
+ENV = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": ROOT}
+TPU = ("--device", "tpu")  # after cli_args' --device cpu: the last one counts
+
+
+def run_steps(trainer: Trainer, n: int) -> list[dict]:
+    """`n` steps of the trainer's loop body (no logging, no saving): their metrics."""
+    batches, out = trainer._batches(), []
+    for _ in range(n):
+        out.append(trainer.train_step(trainer._next_micro_batches(batches)))
+        trainer.step += 1
+    return out
+
+
+def cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_the_step_compiles_on_the_first_steps_only(tmp_path, instances_dir, model_config_file):
+    steps, settled = 12, 3
+    cfg = train_config(instances_dir, str(tmp_path / "run"), model_config_file, device="tpu", steps=steps)
+    trainer = Trainer(cfg)
+    assert trainer.device.type == "xla" and trainer.precision == "bf16"  # auto: bf16 autocast on XLA
+    batches, counts, tokens = trainer._batches(), [], 0.0
+    before = compilations()
+    for i in range(steps):
+        if i == settled:
+            started, tokens = time.monotonic(), 0.0
+        metrics = trainer.train_step(trainer._next_micro_batches(batches))
+        trainer.step += 1
+        assert metrics["finite"] and metrics["loss"] > 0
+        tokens += metrics["tokens"]
+        counts.append(compilations() - before)
+    seconds = time.monotonic() - started
+    print(
+        f"\nXLA compilations after each step: {counts}; {tokens / seconds:.0f} tokens/s after step {settled}"
+    )
+    assert counts[0] >= 2  # the step's two graphs: forward+backward+clip, and the update
+    assert counts[settled - 1 :] == [counts[settled - 1]] * (steps - settled + 1)  # none after
+
+
+def test_albert_pretrain_runs_on_xla(tmp_path, instances_dir, model_config_file):
+    run_dir = str(tmp_path / "run")
+    args = cli_args(instances_dir, run_dir, model_config_file, "--steps", "4", *TPU)
+    err = finished(start_group([sys.executable, "-m", "flows.cli", *args], ENV, stderr=subprocess.STDOUT))
+    assert "xla:0 bf16" in err, err[-3000:]
+    assert "eval step 4" in err, err[-3000:]
+    assert ckpt.latest(run_dir).endswith("step-4")
+
+
+@pytest.mark.parametrize("first, then", [("tpu", "cpu"), ("cpu", "tpu")], ids=["xla-to-cpu", "cpu-to-xla"])
+def test_a_checkpoint_crosses_between_xla_and_cpu(tmp_path, instances_dir, model_config_file, first, then):
+    out = str(tmp_path / "run")
+    writer = Trainer(train_config(instances_dir, out, model_config_file, device=first, steps=6))
+    run_steps(writer, 3)
+    path = writer.save()
+    assert path.endswith("step-3")
+
+    reader = Trainer(train_config(instances_dir, out, model_config_file, device=then, steps=6))
+    assert reader.resumed_from == path and reader.step == 3
+    assert reader.device.type == ("xla" if then == "tpu" else "cpu")
+    assert_same_weights(cpu_state(writer.model), cpu_state(reader.model))
+    written, read = writer.optimizer.state_dict()["state"], reader.optimizer.state_dict()["state"]
+    for k in written:
+        for slot in written[k]:
+            assert torch.equal(torch.as_tensor(written[k][slot]).cpu(), torch.as_tensor(read[k][slot]).cpu())
+    assert reader.position == writer.position
+    summary = reader.fit()  # and trains on from there
+    assert summary["step"] == 6 and summary["skipped_steps"] == 0
+
+
+def final_files(run_dir: str, step: int) -> dict[str, bytes]:
+    path = ckpt.latest(run_dir)
+    assert path.endswith(f"step-{step}"), path
+    return {
+        n: open(os.path.join(path, n), "rb").read() for n in ("model.safetensors", "optimizer.safetensors")
+    }
+
+
+def test_a_killed_xla_run_resumes_to_the_uninterrupted_weights(tmp_path, instances_dir, model_config_file):
+    steps, pause = 8, 6  # checkpoints at 4 and 8; the kill comes after step 6, so the rerun redoes 5-8
+    extra = ("--steps", str(steps), "--save-every", "4", *TPU)
+    reference = str(tmp_path / "reference")
+    finished(
+        start_group(
+            [
+                sys.executable,
+                "-m",
+                "flows.cli",
+                *cli_args(instances_dir, reference, model_config_file, *extra),
+            ],
+            ENV,
+        )
+    )
+
+    run_dir = str(tmp_path / "run")
+    args = cli_args(instances_dir, run_dir, model_config_file, *extra)
+    proc = start_group([sys.executable, *launcher(sleep=(pause, 300)), *args], ENV)
+    metrics, deadline = os.path.join(run_dir, "metrics.jsonl"), time.monotonic() + 300
+    while not (os.path.exists(metrics) and f'"step": {pause},' in open(metrics).read()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert ckpt.list_steps(run_dir) == [4]
+
+    err = finished(start_group([sys.executable, "-m", "flows.cli", *args], ENV, stderr=subprocess.STDOUT))
+    assert "resumed from" in err and "(step 4)" in err, err[-3000:]
+    assert final_files(run_dir, steps) == final_files(reference, steps)  # bit-exact
