@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 OUT ?= out
 
-.PHONY: setup demo rehearse test test-all bench bench-scale lint format clean
+.PHONY: setup setup-tpu demo rehearse test test-all test-tpu bench bench-scale lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,18 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The TPU set (docs/tpu.md): torch 2.9 + torch_xla 2.9 (torch_xla has no release for the main set's
+# torch) in .venv-tpu, pinned by constraints-tpu.txt. About 7 GB: PyPI's Linux torch is the CUDA build.
+VENV_TPU := .venv-tpu
+TPU_STAMP := $(VENV_TPU)/.installed-stamp
+
+$(TPU_STAMP): pyproject.toml constraints-tpu.txt
+	test -x $(VENV_TPU)/bin/python || $(PYTHON) -m venv $(VENV_TPU)
+	$(VENV_TPU)/bin/python -m pip install --quiet -c constraints-tpu.txt -e '.[dev]' torch-xla
+	touch $(TPU_STAMP)
+
+setup-tpu: $(TPU_STAMP)
 
 demo: setup
 	$(VENV)/bin/albert demo --out $(OUT)/demo
@@ -26,6 +38,10 @@ test: setup
 
 test-all: setup
 	$(PY) -m pytest -q -m ''
+
+# The trainer on XLA's CPU device (tests/tpu/), which compiles and runs the graphs a TPU would.
+test-tpu: setup-tpu
+	PJRT_DEVICE=CPU $(VENV_TPU)/bin/python -m pytest -q tests/tpu
 
 bench: setup
 	$(VENV)/bin/albert bench all
