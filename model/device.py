@@ -36,3 +36,18 @@ def make_deterministic() -> None:
     # memory-efficient kernel's backward are not deterministic.
     torch.backends.cuda.enable_cudnn_sdp(False)
     torch.backends.cuda.enable_mem_efficient_sdp(False)
+
+
+def to_device(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """`model.to(device)`, its tied parameters still tied (the MLM decoder's weight IS the word
+    embedding). On XLA, `.to()` makes every parameter a new Parameter (an XLA tensor cannot take a CPU
+    tensor's place in place), so a parameter reachable under two names became two: the model trained
+    untied and its optimizer state had keys no CPU model has. The aliases are set again after the move."""
+    from model.convert import tied_aliases
+
+    aliases = tied_aliases(model)
+    model.to(device)
+    for alias, canonical in aliases.items():
+        owner, _, name = alias.rpartition(".")
+        setattr(model.get_submodule(owner), name, model.get_parameter(canonical))
+    return model

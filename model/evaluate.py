@@ -195,12 +195,12 @@ def evaluate_checkpoint(
     """Everything `albert evaluate` reports, as a dict (see the module docstring)."""
     from model.convert import load_pretrained
     from model.data import InstanceStream, find_instances
-    from model.device import resolve_device
+    from model.device import resolve_device, to_device
 
     dev = resolve_device(device)
     eval_data = find_instances(instances, "eval")
     train_data = find_instances(instances, "train")
-    model = load_pretrained(checkpoint, "AlbertForPreTraining").to(dev)  # verified (checksums.json)
+    model = to_device(load_pretrained(checkpoint, "AlbertForPreTraining"), dev)  # verified (checksums.json)
     check_checkpoint_vocab(checkpoint, eval_data)
     V = model.config.vocab_size
     if eval_data.max_seq_length > model.config.max_position_embeddings:

@@ -21,6 +21,7 @@ import torch
 
 from core.config_cli import opt
 from core.errors import UserError
+from model.device import to_device
 from model.finetune_data import collate
 from model.text_baselines import float_list
 from promotion.stats import wilson
@@ -171,7 +172,7 @@ def train_classifier(
     loaded at the end."""
     from model.optim import Schedule, build_optimizer
 
-    model.to(device)
+    to_device(model, device)  # tied weights kept tied (XLA)
     optimizer = build_optimizer(model, "adamw", cfg.lr, cfg.weight_decay, eps=1e-6)
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total = max(1, int(round(cfg.epochs * steps_per_epoch)))

@@ -46,7 +46,7 @@ from core.errors import UserError
 from model import checkpoint as ckpt
 from model import distributed
 from model.albert import AlbertForPreTraining
-from model.device import make_deterministic, resolve_device
+from model.device import make_deterministic, resolve_device, to_device
 from model.metrics import MetricsLog, MetricsWindow, plot_curves, progress_line, read_metrics
 from model.optim import Schedule, build_optimizer
 from model.tpu import graph_cut
@@ -124,7 +124,7 @@ class Trainer:
         elif cfg.model.output_bias_init == "unigram" and not ckpt.list_steps(cfg.out):
             # Not when resuming: the checkpoint's weights replace it.
             unigram_output_bias(self.model, self.train_data, self.config.vocab_size)
-        self.model.to(self.device)
+        to_device(self.model, self.device)  # tied weights kept tied (XLA)
         self.wrapped = distributed.wrap(self.model, self.dist, cfg.runtime.parallel, self.device)
         self.forward = torch.compile(self.wrapped) if cfg.runtime.compile else self.wrapped
         optim = cfg.optim

@@ -57,6 +57,8 @@ def test_the_step_compiles_on_the_first_steps_only(tmp_path, instances_dir, mode
     cfg = train_config(instances_dir, str(tmp_path / "run"), model_config_file, device="tpu", steps=steps)
     trainer = Trainer(cfg)
     assert trainer.device.type == "xla" and trainer.precision == "bf16"  # auto: bf16 autocast on XLA
+    # the decoder still IS the word embedding on the device (model.device.to_device)
+    assert trainer.model.predictions.decoder.weight is trainer.model.albert.embeddings.word_embeddings.weight
     batches, counts, tokens = trainer._batches(), [], 0.0
     before = compilations()
     for i in range(steps):
