@@ -55,6 +55,8 @@ def init(device_type: str) -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
+    if device_type == "xla":  # gloo cannot carry XLA tensors; the `xla` group is not wired in yet
+        raise UserError(f"--device tpu in {world} processes is not supported yet: one process (docs/tpu.md)")
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"

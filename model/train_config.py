@@ -187,6 +187,8 @@ class TrainConfig:
             raise UserError("--steps and --batch-size must be >= 1")
         if training.precision not in ("auto", "bf16", "fp32"):
             raise UserError(f"unknown --precision {training.precision!r}")
+        if self.runtime.device == "tpu" and (self.runtime.compile or self.runtime.parallel == "fsdp"):
+            raise UserError("--device tpu runs neither --compile nor --parallel fsdp yet (docs/tpu.md)")
         micro_batch_size = training.micro_batch_size
         if not (micro_batch_size in (None, "auto") or isinstance(micro_batch_size, int)):
             raise UserError(f"--micro-batch-size must be a number or auto, not {micro_batch_size!r}")

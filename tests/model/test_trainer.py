@@ -169,6 +169,13 @@ def test_tpu_without_torch_xla_is_a_clear_error(tmp_path, instances_dir, model_c
         Trainer(train_config(instances_dir, str(tmp_path / "r"), model_config_file, device="tpu"))
 
 
+@pytest.mark.parametrize("option", [{"compile": True}, {"parallel": "fsdp"}])
+def test_tpu_refuses_what_it_does_not_run_yet(tmp_path, instances_dir, model_config_file, option):
+    cfg = train_config(instances_dir, str(tmp_path / "r"), model_config_file, device="tpu", **option)
+    with pytest.raises(UserError, match="--device tpu runs neither --compile nor --parallel fsdp"):
+        cfg.check()
+
+
 def test_fresh_runs_start_the_output_bias_at_the_label_unigram(tmp_path, instances_dir, model_config_file):
     import numpy as np
 
