@@ -51,3 +51,13 @@ def to_device(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         owner, _, name = alias.rpartition(".")
         setattr(model.get_submodule(owner), name, model.get_parameter(canonical))
     return model
+
+
+def manual_seed(device: torch.device, seed: int) -> None:
+    """torch.manual_seed, and on XLA the device's own generator too (torch's does not reach it: every
+    XLA run would draw the same dropout masks whatever --seed)."""
+    torch.manual_seed(seed)
+    if device.type == "xla":
+        from model.tpu import set_rng_state
+
+        set_rng_state(seed)

@@ -13,6 +13,8 @@ What changes on XLA (the trainer calls these functions and nothing else):
   losses and the norm on the host: they decide whether the update is applied), and after the update.
   Each is compiled once, on the first step (the lr is a device scalar, not a constant: no recompile
   as it changes), then replayed.
+- `rng_state()` / `set_rng_state(seed)`: XLA's own random generator (dropout), which
+  `torch.manual_seed` does not reach: seeded by `model.device.manual_seed`, saved with checkpoints.
 - `compilations()`: how many graphs XLA compiled in this process (torch_xla's CompileTime metric).
 
 Shapes are static (fixed L and P in the TFRecords, every micro-batch of the same size: the instance
@@ -28,6 +30,7 @@ not make that group yet (docs/tpu.md).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import torch
@@ -58,6 +61,18 @@ def graph_cut(device: torch.device) -> Callable[[], None]:
     if device.type != "xla":
         return lambda: None
     return _xla().mark_step
+
+
+def rng_state() -> int | None:
+    """The seed of XLA's random generator (dropout on the device), or None where torch_xla is not
+    loaded. torch's CPU generator does not drive it: checkpoints carry it apart (model/train_state.py)."""
+    if "torch_xla" not in sys.modules:
+        return None
+    return int(_xla().get_rng_state())
+
+
+def set_rng_state(seed: int) -> None:
+    _xla().set_rng_state(seed)
 
 
 def compilations() -> int:

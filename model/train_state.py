@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from model.convert import CheckpointError, tied_aliases
+from model.tpu import rng_state, set_rng_state
 
 
 def _full_state_options():
@@ -104,7 +105,8 @@ class OptimizerState:
 
 
 class RNGState:
-    """This process's random number generators: Python's, NumPy's, torch's CPU (and CUDA) one."""
+    """This process's random number generators: Python's, NumPy's, torch's CPU (and CUDA) one, and XLA's
+    where torch_xla is loaded."""
 
     def state_dict(self) -> dict:
         py = random.getstate()
@@ -113,7 +115,10 @@ class RNGState:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             tensors["torch_cuda"] = torch.cuda.get_rng_state()
         numpy = [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])]
-        return {"json": {"python": [py[0], list(py[1]), py[2]], "numpy": numpy}, "tensors": tensors}
+        saved = {"python": [py[0], list(py[1]), py[2]], "numpy": numpy}
+        if (xla := rng_state()) is not None:  # XLA's generator (dropout on the device): model/tpu.py
+            saved["xla"] = xla
+        return {"json": saved, "tensors": tensors}
 
     def load_state_dict(self, state: dict) -> None:
         py, n, tensors = state["json"]["python"], state["json"]["numpy"], state["tensors"]
@@ -122,6 +127,8 @@ class RNGState:
         torch.set_rng_state(tensors["torch_cpu"])
         if "torch_cuda" in tensors and torch.cuda.is_available():
             torch.cuda.set_rng_state(tensors["torch_cuda"])
+        if "xla" in state["json"] and rng_state() is not None:
+            set_rng_state(state["json"]["xla"])
 
 
 class DataPosition:

@@ -46,7 +46,7 @@ from core.errors import UserError
 from model import checkpoint as ckpt
 from model import distributed
 from model.albert import AlbertForPreTraining
-from model.device import make_deterministic, resolve_device, to_device
+from model.device import make_deterministic, manual_seed, resolve_device, to_device
 from model.metrics import MetricsLog, MetricsWindow, plot_curves, progress_line, read_metrics
 from model.optim import Schedule, build_optimizer
 from model.tpu import graph_cut
@@ -158,7 +158,7 @@ class Trainer:
         # The run folder's logs (metrics.jsonl, tb/, curves.png), written by the main rank; a local
         # working copy when the folder is a URL (storage.Mirror).
         self.files = storage.Mirror(cfg.out) if self.dist.is_main else None
-        torch.manual_seed(training.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
+        manual_seed(self.device, training.seed + 1000 * self.dist.rank)  # dropout streams differ per rank
         self._resume()
 
     @property
