@@ -1,7 +1,8 @@
 """Optional TPU backend (torch_xla, PJRT runtime) behind the trainer's interface: `--device tpu`.
 
-UNTESTED on a TPU: no TPU on this project's machines. Imported by the trainer everywhere, but torch_xla
-is imported only when `--device tpu` is asked for; everything else runs without torch_xla installed.
+Tested on XLA's CPU device only: UNTESTED on a TPU (none on this project's machines) and with several
+processes (refused, below). Imported by the trainer everywhere, but torch_xla is imported only when
+`--device tpu` is asked for; everything else runs without torch_xla installed.
 torch_xla has no release for the main set's torch (2.13): it runs in `.venv-tpu` (`make setup-tpu`,
 constraints-tpu.txt: torch 2.9 + torch_xla 2.9), where `PJRT_DEVICE=CPU` gives XLA's CPU device, which
 traces, compiles and runs the same lazy graphs as a TPU (tests/tpu/, `make test-tpu`, docs/tpu.md).
@@ -11,21 +12,21 @@ What changes on XLA (the trainer calls these functions and nothing else):
 - `graph_cut(device)`: what the step calls where a traced graph must end: `mark_step` on XLA, nothing
   elsewhere. The step cuts twice: after forward, backward and gradient clipping (then it reads the
   losses and the norm on the host: they decide whether the update is applied), and after the update.
-  Each is compiled once, on the first step (the lr is a device scalar, not a constant: no recompile
-  as it changes), then replayed.
+  Each is compiled on the first steps, then replayed: 3 graphs in all (torch_xla passes the lr as a
+  device scalar, except 0, a constant: the warmup's first update is a graph of its own).
 - `rng_state()` / `set_rng_state(seed)`: XLA's own random generator (dropout), which
   `torch.manual_seed` does not reach: seeded by `model.device.manual_seed`, saved with checkpoints.
 - `compilations()`: how many graphs XLA compiled in this process (torch_xla's CompileTime metric).
 
-Shapes are static (fixed L and P in the TFRecords, every micro-batch of the same size: the instance
-stream drops no short batch mid-run), which XLA needs not to recompile every step. The step's loss
+Shapes are static (fixed L and P in the TFRecords, every micro-batch of the same size: the pretraining
+stream runs on across epochs and never yields a short batch), which XLA needs not to recompile. The step's loss
 normalisers are read off the host batches before they move to the device (no device-to-host read
 inside a graph), so the batches stay on the host until the step (no MpDeviceLoader). bf16: `--precision
 auto` is bf16 autocast on XLA as on CUDA (weights and optimizer state stay fp32).
 
 Launch one process per TPU chip with torch_xla's launcher, or torchrun with the `xla` process group
-backend (`torch.distributed.init_process_group("xla", init_method="xla://")`); model/distributed.py does
-not make that group yet (docs/tpu.md).
+backend (`torch.distributed.init_process_group("xla", init_method="xla://")`): model/distributed.py does
+not make that group yet and refuses `--device tpu` with WORLD_SIZE > 1 (docs/tpu.md).
 """
 
 from __future__ import annotations
