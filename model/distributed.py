@@ -25,6 +25,7 @@ import datetime
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -51,12 +52,12 @@ class Dist:
 
 def init(device_type: str) -> Dist:
     """Join the process group torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or
-    return a world of one. NCCL on CUDA, gloo otherwise."""
+    return a world of one. NCCL on CUDA, gloo otherwise. On XLA the group is gloo too: it carries the
+    host's figures (counts, stop votes, objects), never an XLA tensor; gradients are averaged by
+    `xla_gradient_mean`."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
-    if device_type == "xla":  # gloo cannot carry XLA tensors; the `xla` group is not wired in yet
-        raise UserError(f"--device tpu in {world} processes is not supported yet: one process (docs/tpu.md)")
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"
@@ -139,9 +140,10 @@ def on_main(fn, d: Dist) -> None:
 
 
 def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Module:
-    """The module to run forward/backward through: the model itself (world of one), DDP, or the model
-    after fully_shard (FSDP2 shards it in place)."""
-    if not d.enabled:
+    """The module to run forward/backward through: the model itself (world of one; XLA, whose
+    gradients `xla_gradient_mean` averages), DDP, or the model after fully_shard (FSDP2 shards it in
+    place)."""
+    if not d.enabled or device.type == "xla":
         return model
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -151,6 +153,41 @@ def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Modul
     if mode == "fsdp":
         return shard(model, d.world_size, device)
     raise UserError(f"unknown --parallel {mode!r}; expected ddp or fsdp")
+
+
+def xla_gradient_mean(d: Dist, device: torch.device, cut_graph) -> Callable[[list[torch.Tensor]], None] | None:
+    """What averages the gradients across ranks on XLA, where DDP does not run (None: nothing to do).
+
+    - The XLA runtime spans the processes (a TPU slice): an all-reduce on the device, inside the step's
+      first graph (model.tpu.all_reduce_mean).
+    - Each process has a runtime of its own (XLA's CPU device; measured with torch_xla 2.9: its `xla`
+      process group then "all-reduces" each process's tensors alone, silently): through the host,
+      over the gloo group. The step's graph is cut first (forward and backward run once), the
+      gradients are read as one flat tensor, summed across ranks, divided by the world size and
+      copied back. A host round trip per step, but the same average as DDP's.
+    Anything else (a runtime spanning some of the processes) is refused."""
+    if not d.enabled or device.type != "xla":
+        return None
+    from model.tpu import all_reduce_mean, runtime_world_size
+
+    spans = runtime_world_size()
+    if spans == d.world_size:
+        return lambda grads: all_reduce_mean(grads, d.world_size)
+    if spans != 1:
+        raise UserError(
+            f"the XLA runtime spans {spans} processes, torchrun started {d.world_size}: launch one "
+            "process per XLA device of the runtime (docs/tpu.md)"
+        )
+
+    def through_host(grads: list[torch.Tensor]) -> None:
+        cut_graph()  # forward and backward, run once: the read below must not trace them again
+        flat = torch.cat([g.reshape(-1) for g in grads]).cpu()  # (sum of numels,) fp32 on the host
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        flat = (flat / d.world_size).to(device)
+        for g, piece in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(piece.view_as(g))
+
+    return through_host
 
 
 # FSDP2 warns when a sharded module returns a view that requires grad: an in-place op on it (`out +=

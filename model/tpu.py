@@ -76,6 +76,22 @@ def set_rng_state(seed: int) -> None:
     _xla().set_rng_state(seed)
 
 
+def runtime_world_size() -> int:
+    """How many processes the XLA runtime itself spans (1 where each process has a runtime of its own,
+    as on XLA's CPU device)."""
+    _xla()
+    import torch_xla.runtime as xr
+
+    return int(xr.world_size())
+
+
+def all_reduce_mean(tensors: list[torch.Tensor], world_size: int) -> None:
+    """Average `tensors` (XLA) in place across the runtime's processes, on the device: an all-reduce in
+    the traced graph (torch_xla's `all_reduce`, what its `reduce_gradients` does), no host read."""
+    xm = _xla()
+    xm.all_reduce(xm.REDUCE_SUM, tensors, scale=1.0 / world_size)
+
+
 def compilations() -> int:
     """Graphs compiled by XLA in this process so far (0 before the first)."""
     _xla()
