@@ -155,7 +155,9 @@ def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Modul
     raise UserError(f"unknown --parallel {mode!r}; expected ddp or fsdp")
 
 
-def xla_gradient_mean(d: Dist, device: torch.device, cut_graph) -> Callable[[list[torch.Tensor]], None] | None:
+def xla_gradient_mean(
+    d: Dist, device: torch.device, cut_graph
+) -> Callable[[list[torch.Tensor]], None] | None:
     """What averages the gradients across ranks on XLA, where DDP does not run (None: nothing to do).
 
     - The XLA runtime spans the processes (a TPU slice): an all-reduce on the device, inside the step's

@@ -91,9 +91,14 @@ class Encoder:
         return out
 
 
-def collate(items: list[tuple[np.ndarray, np.ndarray, int]]) -> dict[str, torch.Tensor]:
-    """Pad to the longest item of the batch (dynamic padding)."""
-    L = max(len(ids) for ids, _, _ in items)
+def padded_length(longest: int, multiple: int = 1) -> int:
+    """`longest` rounded up to a multiple of `multiple` (XLA: a few shapes, model.tpu.length_multiple)."""
+    return -(-longest // multiple) * multiple
+
+
+def collate(items: list[tuple[np.ndarray, np.ndarray, int]], multiple: int = 1) -> dict[str, torch.Tensor]:
+    """Pad to the longest item of the batch (dynamic padding), rounded up to a multiple of `multiple`."""
+    L = padded_length(max(len(ids) for ids, _, _ in items), multiple)
     B = len(items)
     ids = np.zeros((B, L), np.int64)
     types = np.zeros((B, L), np.int64)

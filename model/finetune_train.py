@@ -24,6 +24,7 @@ from core.errors import UserError
 from model.device import to_device
 from model.finetune_data import collate
 from model.text_baselines import float_list
+from model.tpu import graph_cut, length_multiple
 from promotion.stats import wilson
 
 
@@ -98,8 +99,9 @@ def predict(model, data, batch_size: int, device) -> np.ndarray:
     model.eval()
     preds = []
     order = np.argsort([len(x[0]) for x in data], kind="stable")  # similar lengths: less padding
+    multiple = length_multiple(device)  # XLA: a few lengths, each compiled once
     for i in range(0, len(data), batch_size):
-        batch = collate([data[j] for j in order[i : i + batch_size]])
+        batch = collate([data[j] for j in order[i : i + batch_size]], multiple)
         batch.pop("labels")
         logits = model(**{k: v.to(device) for k, v in batch.items()}).logits
         preds.append(logits.argmax(-1).cpu().numpy())
@@ -173,6 +175,9 @@ def train_classifier(
     from model.optim import Schedule, build_optimizer
 
     to_device(model, device)  # tied weights kept tied (XLA)
+    # XLA: batches padded to a few lengths (each step shape compiles once), the step's graph cut after
+    # the update (nothing is read on the host inside it); no-ops elsewhere (model/tpu.py).
+    multiple, cut_graph = length_multiple(device), graph_cut(torch.device(device))
     optimizer = build_optimizer(model, "adamw", cfg.lr, cfg.weight_decay, eps=1e-6)
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total = max(1, int(round(cfg.epochs * steps_per_epoch)))
@@ -188,7 +193,7 @@ def train_classifier(
         if not len(order):
             order = epoch_order(rng) if epoch_order else rng.permutation(len(train))
         idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
-        batch = {k: v.to(device) for k, v in collate([train[i] for i in idx]).items()}
+        batch = {k: v.to(device) for k, v in collate([train[i] for i in idx], multiple).items()}
         model.train()
         schedule.apply(optimizer, step)
         loss = model(**batch).loss
@@ -196,6 +201,7 @@ def train_classifier(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        cut_graph()
         step += 1
         if step % cfg.eval_every == 0 or step == total:
             dev_metrics = dev_score.score(model)

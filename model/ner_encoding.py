@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from core.errors import UserError
-from model.finetune_data import Encoder
+from model.finetune_data import Encoder, padded_length
 from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores, entity_spans
 
 LABEL_OF_TAG = {tag: i for i, tag in enumerate(BIO_TAGS)}
@@ -153,9 +153,10 @@ class NerEncoder:
         return items
 
 
-def collate_tokens(items: list[TokenItem]) -> dict[str, torch.Tensor]:
-    """Pad to the longest item of the batch; padded labels are IGNORED."""
-    length = max(len(item.input_ids) for item in items)
+def collate_tokens(items: list[TokenItem], multiple: int = 1) -> dict[str, torch.Tensor]:
+    """Pad to the longest item of the batch, rounded up to a multiple of `multiple`; padded labels are
+    IGNORED."""
+    length = padded_length(max(len(item.input_ids) for item in items), multiple)
     ids = np.zeros((len(items), length), np.int64)
     mask = np.zeros((len(items), length), np.int64)
     labels = np.full((len(items), length), IGNORED, np.int64)

@@ -21,6 +21,7 @@ import torch
 from model.finetune_train import DevScore, FinetuneConfig, grouped_by_length, new_classifier, train_classifier
 from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores
 from model.ner_encoding import NerEncoder, TokenItem, collate_tokens, tags_from_units
+from model.tpu import length_multiple
 
 __all__ = ["NerEncoder", "token_classifier", "predict_tags", "train_ner_model"]
 
@@ -38,9 +39,10 @@ def predict_units(model, items: list[TokenItem], batch_size: int, device) -> lis
     model.eval()
     out: list[np.ndarray] = [np.empty(0, np.int64)] * len(items)
     order = np.argsort([len(item.input_ids) for item in items], kind="stable")  # less padding
+    multiple = length_multiple(device)  # XLA: a few lengths, each compiled once
     for i in range(0, len(items), batch_size):
         rows = order[i : i + batch_size]
-        batch = collate_tokens([items[j] for j in rows])
+        batch = collate_tokens([items[j] for j in rows], multiple)
         batch.pop("labels")
         logits = model(**{k: v.to(device) for k, v in batch.items()}).logits  # (B, L, num_labels)
         predicted = logits.argmax(-1).cpu().numpy()

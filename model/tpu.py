@@ -76,6 +76,17 @@ def set_rng_state(seed: int) -> None:
     _xla().set_rng_state(seed)
 
 
+# Fine-tuning pads each batch to its longest item; on XLA every new length would compile a new graph, so
+# lengths are rounded up to a multiple of this: at most max_seq_length / 32 shapes per batch size.
+XLA_LENGTH_MULTIPLE = 32
+
+
+def length_multiple(device) -> int:
+    """What a batch's padded length is rounded up to on `device`: XLA_LENGTH_MULTIPLE on XLA, 1 (the
+    longest item, the least padding) elsewhere."""
+    return XLA_LENGTH_MULTIPLE if torch.device(device).type == "xla" else 1
+
+
 def runtime_world_size() -> int:
     """How many processes the XLA runtime itself spans (1 where each process has a runtime of its own,
     as on XLA's CPU device)."""
