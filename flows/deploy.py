@@ -38,6 +38,7 @@ ENV_DEFAULTS = {
     "ALBERT_HOME": REPO_ROOT,
     "ALBERT_STORAGE_ROOT": DEFAULT_ROOT,
     "ALBERT_TRAINER_IMAGE": "albert-trainer:latest",
+    "ALBERT_TRAINER_TPU_IMAGE": "albert-trainer-tpu:latest",
     "ALBERT_DATAFLOW_IMAGE": "albert-dataflow:latest",
     "ALBERT_GCP_PROJECT": "my-gcp-project",
     "ALBERT_GCP_REGION": "us-central1",
@@ -214,18 +215,47 @@ def load_specs(
                 deployment.get("tags") or [],
             )
         )
-    if problems:  # every bad value at once, each naming its deployment, schedule and parameter
-        raise UserError(f"{len(problems)} problem(s) in {path}: " + "; ".join(problems))
     names = [s.full_name for s in specs]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise UserError(f"deployment names used twice: {', '.join(sorted(dupes))}")
+    problems += handoff_problems(specs, pools, os.path.dirname(path))
+    if problems:  # every bad value at once, each naming its deployment, schedule and parameter
+        raise UserError(f"{len(problems)} problem(s) in {path}: " + "; ".join(problems))
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
             raise UserError(f"no deployment named {', '.join(unknown)} (have: {', '.join(names)})")
         specs = [s for s in specs if s.full_name in only]
     return specs, list(pools.values())
+
+
+def handoff_problems(specs: list[Spec], pools: dict[str, dict], infra_dir: str) -> list[str]:
+    """A schedule that hands pretraining to another deployment (pretrain_backend "deployment"): that
+    deployment is in the file, and the job variables it sends (`gpu_job`) are variables of that
+    deployment's pool (a TPU schedule with a GPU pool's variable would fail only when it fires)."""
+    by_name, problems = {s.full_name: s for s in specs}, []
+    for spec in specs:
+        for i, schedule in enumerate(spec.schedules):
+            params = {**spec.parameters, **(schedule.get("parameters") or {})}
+            if params.get("pretrain_backend") != "deployment":
+                continue
+            where = f"deployment {spec.full_name} schedule {schedule.get('slug', i)}"
+            target = by_name.get(params.get("pretrain_deployment", ""))
+            if target is None:
+                problems.append(
+                    f"{where}: pretrain_deployment {params.get('pretrain_deployment')!r} is not in the file"
+                )
+                continue
+            pool = pools[target.pool["name"]]
+            known = base_job_template(pool, infra_dir)["variables"]["properties"]
+            unknown = sorted(set(params.get("gpu_job") or {}) - set(known))
+            if unknown:
+                problems.append(
+                    f"{where}: gpu_job has {', '.join(unknown)}, which pool {pool['name']} (of "
+                    f"{target.full_name}) does not know"
+                )
+    return problems
 
 
 def check_job_variables(pool: dict, job_variables: dict, infra_dir: str, where: str) -> None:
@@ -305,6 +335,7 @@ def run(args: argparse.Namespace) -> int:
     for spec in specs:
         sched = "; ".join(
             f"{schedule['cron']} {schedule.get('timezone', '')} [{schedule.get('slug', '')}]".strip()
+            + ("" if schedule.get("active", True) else " (inactive)")
             for schedule in spec.schedules
         )
         print(f"{spec.full_name:<28} pool {spec.pool['name']:<22} {sched}")

@@ -82,8 +82,9 @@ def repretrain(
     corpus_runner: the Beam runner of the corpus and instance stages (beam_args: its options).
     max_dead_letter_fraction: the corpus and instance stages fail past this share of dead letters
     (a systematic error, not a few broken records; the message names the commonest reason).
-    gpu_job: job variables of the GPU pool when pretrain_backend="deployment" (image, accelerator,
-    resources). micro_batch_size: per-rank micro-batch, "auto" = from the GPU's memory.
+    gpu_job: job variables of the accelerator pool (GPU or TPU) when pretrain_backend="deployment"
+    (image, accelerator, resources). micro_batch_size: per-rank micro-batch, "auto" = from the GPU's
+    memory (a TPU needs a number).
     pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a
     frozen eval set (instances folder); default: this run's eval split. finetune_tasks: downstream
     tasks for the fine-tuning comparison and the gate's downstream checks (finetune_args go to each);

@@ -10,9 +10,13 @@ from core.errors import UserError
 
 
 def resolve_device(name: str) -> torch.device:
-    """auto = cuda if available, else cpu; cpu, cuda, cuda:N, tpu (model/tpu.py, torch_xla)."""
+    """auto = cuda if available, else XLA where PJRT_DEVICE names its runtime (a TPU host: the TPU
+    pool's jobs set PJRT_DEVICE=TPU, infra/prefect.yaml), else cpu; cpu, cuda, cuda:N, tpu
+    (model/tpu.py, torch_xla)."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return resolve_device("tpu") if os.environ.get("PJRT_DEVICE") else torch.device("cpu")
     if name == "tpu":
         from model.tpu import xla_device
 

@@ -1,19 +1,26 @@
 """Optional TPU backend (torch_xla, PJRT runtime) behind the trainer's interface: `--device tpu`.
 
-Tested on XLA's CPU device only: UNTESTED on a TPU (none on this project's machines) and with several
-processes (refused, below). Imported by the trainer everywhere, but torch_xla is imported only when
-`--device tpu` is asked for; everything else runs without torch_xla installed.
+Tested on XLA's CPU device (tests/tpu/, `make test-tpu`): pretraining, its compile count, resume, two
+processes as one job, evaluation, fine-tuning, checkpoints crossing to the eager CPU trainer. Not run
+on TPU hardware (none is reachable from this project's machines): speed, memory, libtpu, several
+hosts, and the on-device gradient all-reduce across processes are unchecked (docs/tpu.md).
+Imported by the trainer everywhere, but torch_xla is imported only when `--device tpu` is asked for;
+everything else runs without torch_xla installed.
 torch_xla has no release for the main set's torch (2.13): it runs in `.venv-tpu` (`make setup-tpu`,
 constraints-tpu.txt: torch 2.9 + torch_xla 2.9), where `PJRT_DEVICE=CPU` gives XLA's CPU device, which
-traces, compiles and runs the same lazy graphs as a TPU (tests/tpu/, `make test-tpu`, docs/tpu.md).
+traces, compiles and runs the same lazy graphs as a TPU.
 
 What changes on XLA (the trainer calls these functions and nothing else):
-- `xla_device()`: the XLA device of this process (PJRT_DEVICE=TPU or CPU selects the runtime).
+- `xla_device()`: the XLA device of this process (PJRT_DEVICE=TPU or CPU selects the runtime); under
+  torchrun, each local process gets its share of the host's chips first.
 - `graph_cut(device)`: what the step calls where a traced graph must end: `mark_step` on XLA, nothing
   elsewhere. The step cuts twice: after forward, backward and gradient clipping (then it reads the
   losses and the norm on the host: they decide whether the update is applied), and after the update.
   Each is compiled on the first steps, then replayed: 3 graphs in all (torch_xla passes the lr as a
   device scalar, except 0, a constant: the warmup's first update is a graph of its own).
+- `runtime_world_size()` / `all_reduce_mean()`: gradients averaged across processes on the device
+  where the runtime spans them (model.distributed.xla_gradient_mean; through the host otherwise).
+- `length_multiple(device)`: fine-tuning pads batches to a multiple of 32 tokens on XLA (a few shapes).
 - `rng_state()` / `set_rng_state(seed)`: XLA's own random generator (dropout), which
   `torch.manual_seed` does not reach: seeded by `model.device.manual_seed`, saved with checkpoints.
 - `compilations()`: how many graphs XLA compiled in this process (torch_xla's CompileTime metric).
@@ -23,14 +30,11 @@ stream runs on across epochs and never yields a short batch), which XLA needs no
 normalisers are read off the host batches before they move to the device (no device-to-host read
 inside a graph), so the batches stay on the host until the step (no MpDeviceLoader). bf16: `--precision
 auto` is bf16 autocast on XLA as on CUDA (weights and optimizer state stay fp32).
-
-Launch one process per TPU chip with torch_xla's launcher, or torchrun with the `xla` process group
-backend (`torch.distributed.init_process_group("xla", init_method="xla://")`): model/distributed.py does
-not make that group yet and refuses `--device tpu` with WORLD_SIZE > 1 (docs/tpu.md).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -50,10 +54,25 @@ def _xla():
     return xm
 
 
+_topology_set = False
+
+
 def xla_device() -> torch.device:
+    """This process's XLA device. Under torchrun with several local processes, first what torch_xla's
+    `xla://` rendezvous does there: the process's share of the host's TPU chips (one each: TPU_VISIBLE_CHIPS,
+    process bounds and ports, from LOCAL_RANK / LOCAL_WORLD_SIZE), before the runtime starts; on XLA's
+    CPU device it only records the local rank and count. The process group stays gloo
+    (model/distributed.py)."""
+    global _topology_set
     _xla()
     import torch_xla
 
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if local_world > 1 and not _topology_set:
+        from torch_xla._internal import pjrt
+
+        pjrt.initialize_multiprocess(int(os.environ.get("LOCAL_RANK", "0")), local_world)
+        _topology_set = True
     return torch_xla.device()
 
 

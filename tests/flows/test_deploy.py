@@ -22,6 +22,7 @@ EXPECTED = {
     "pretrain/gpu-vertex",
     "pretrain/gpu-kubernetes",
     "pretrain/gpu-docker",
+    "pretrain/tpu-kubernetes",
     "evaluate/local",
     "promote/local",
     "rollback/local",
@@ -36,7 +37,11 @@ def test_prefect_yaml_matches_the_flows():
     by_name = {s.full_name: s for s in specs}
     assert {p["type"] for p in pools} == {"process", "vertex-ai", "kubernetes", "docker"}
     weekly = by_name["repretrain/weekly"]
-    assert [s["slug"] for s in weekly.schedules] == ["weekly-zhwiki-base", "midweek-sample-smoke"]
+    assert [s["slug"] for s in weekly.schedules] == [
+        "weekly-zhwiki-base",
+        "weekly-zhwiki-base-tpu",
+        "midweek-sample-smoke",
+    ]
     production = weekly.schedules[0]["parameters"]
     assert production["pretrain_backend"] == "deployment" and production["pretrain_deployment"] in EXPECTED
     assert production["gpu_job"]["accelerator_count"] == production["nproc_per_node"] == 8
@@ -47,6 +52,20 @@ def test_prefect_yaml_matches_the_flows():
             {"prefect.deployments.steps.set_working_directory": {"directory": "/opt/albert"}}
         ]
         assert by_name[name].pool["job_variables"]["image"] == "albert-trainer:latest"
+    # The TPU path: its image (the TPU set), PJRT_DEVICE=TPU, one process per chip of a v5e 2x4 host,
+    # and an inactive weekly schedule that hands the production run to it.
+    tpu = by_name["pretrain/tpu-kubernetes"]
+    assert tpu.pool["job_variables"]["image"] == "albert-trainer-tpu:latest"
+    assert tpu.pool["job_variables"]["env"] == {"PJRT_DEVICE": "TPU"}
+    assert (
+        tpu.parameters["device"] == "tpu"
+        and tpu.parameters["nproc_per_node"] == tpu.pool["job_variables"]["tpu_chips"] == 8
+    )
+    on_tpu = weekly.schedules[1]
+    assert on_tpu["active"] is False and on_tpu["cron"] == weekly.schedules[0]["cron"]
+    assert on_tpu["parameters"]["pretrain_deployment"] == "pretrain/tpu-kubernetes"
+    assert on_tpu["parameters"]["micro_batch_size"] == 32  # not "auto": model/memory.py sizes CUDA only
+    assert set(on_tpu["parameters"]["gpu_job"]) == {"tpu_accelerator", "tpu_topology", "tpu_chips"}
     assert (
         by_name["pretrain/local"].pull[0]["prefect.deployments.steps.set_working_directory"]["directory"]
         == REPO_ROOT
@@ -94,6 +113,18 @@ def _dep(doc, entrypoint_end: str, name: str) -> dict:
         (
             lambda d: _dep(d, ":pretrain", "gpu-vertex")["work_pool"]["job_variables"].update(gpus=8),
             "no job variable",
+        ),
+        (  # a GPU pool's variable sent to the TPU pool: it would fail only when the schedule fires
+            lambda d: _dep(d, ":repretrain", "weekly")["schedules"][1]["parameters"]["gpu_job"].update(
+                gpu_type="nvidia-l4"
+            ),
+            "gpu_job has gpu_type, which pool albert-tpu-kubernetes .of pretrain/tpu-kubernetes. does not know",
+        ),
+        (
+            lambda d: _dep(d, ":repretrain", "weekly")["schedules"][1]["parameters"].update(
+                pretrain_deployment="pretrain/tpu-v5p"
+            ),
+            "pretrain_deployment 'pretrain/tpu-v5p' is not in the file",
         ),
         (
             lambda d: _dep(d, ":pretrain", "local")["work_pool"].update(name="nowhere"),
@@ -144,7 +175,16 @@ def test_deploy_registers_pools_deployments_and_schedules(capsys):
     weekly = deps["repretrain/weekly"]
     assert weekly.work_pool_name == "albert-process"
     schedules = {s.slug: s for s in weekly.schedules}
-    assert set(schedules) == {"weekly-zhwiki-base", "midweek-sample-smoke"}
+    assert set(schedules) == {"weekly-zhwiki-base", "weekly-zhwiki-base-tpu", "midweek-sample-smoke"}
+    assert not schedules["weekly-zhwiki-base-tpu"].active and schedules["weekly-zhwiki-base"].active
+    tpu_pool = pools["albert-tpu-kubernetes"].base_job_template
+    job = tpu_pool["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]
+    assert job["containers"][0]["resources"]["limits"]["google.com/tpu"] == "{{ tpu_chips }}"
+    assert job["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "{{ tpu_accelerator }}",
+        "cloud.google.com/gke-tpu-topology": "{{ tpu_topology }}",
+    }
+    assert deps["pretrain/tpu-kubernetes"].job_variables["env"] == {"PJRT_DEVICE": "TPU"}
     assert schedules["weekly-zhwiki-base"].schedule.cron == "0 3 * * 1"
     assert schedules["weekly-zhwiki-base"].parameters["pretrain_deployment"] == "pretrain/gpu-vertex"
     assert schedules["midweek-sample-smoke"].parameters["model_name"] == "albert-sample"
@@ -164,9 +204,9 @@ def test_serve_runs_the_process_pool_deployments(monkeypatch):
     assert main(["serve"]) == 0
     names = {f"{d.flow_name}/{d.name}" for d in served}
     assert "repretrain/weekly" in names and "pretrain/local" in names
-    assert not any("gpu" in n for n in names)  # GPU pools need their own workers
+    assert not any("gpu" in n or "tpu" in n for n in names)  # GPU and TPU pools need their own workers
     weekly = next(d for d in served if d.name == "weekly")
-    assert len(weekly.schedules) == 2 and weekly.schedules[0].parameters
+    assert [s.active for s in weekly.schedules] == [True, False, True] and weekly.schedules[0].parameters
 
 
 def _parse(command: str, argv: list[str]):
@@ -256,5 +296,12 @@ def test_trainer_dockerfile_installs_the_pinned_package():
         assert re.search(rf"^COPY {package} {package}$", text, re.M), package
         assert f"!{package}/**" in ignore, package
     assert "pip install -c constraints.txt ." in text
+    # SET=tpu: the TPU set and torch_xla's tpu extra (libtpu pinned there)
+    assert (
+        "pip install -c constraints-tpu.txt . 'torch-xla[tpu]'" in text and "!constraints-tpu.txt" in ignore
+    )
+    assert "COPY pyproject.toml constraints.txt constraints-tpu.txt" in text
+    pins = open(os.path.join(REPO_ROOT, "constraints-tpu.txt"), encoding="utf-8").read().split()
+    assert "libtpu==0.0.21" in pins and "torch-xla==2.9.0" in pins and "torch==2.9.0" in pins
     assert "WORKDIR /opt/albert" in text  # where the GPU deployments' pull step cds to
     assert ignore[ignore.index("**") :][:1] == ["**"]

@@ -17,7 +17,13 @@ import pytest
 from flows.prefect_check import RUN_NAME, check
 from tests.flows.test_deploy import EXPECTED
 
-POOLS = ("albert-process", "albert-gpu-vertex", "albert-gpu-kubernetes", "albert-gpu-docker")
+POOLS = (
+    "albert-process",
+    "albert-gpu-vertex",
+    "albert-gpu-kubernetes",
+    "albert-gpu-docker",
+    "albert-tpu-kubernetes",
+)
 
 
 def test_the_pinned_fastapi_takes_a_null_body_parameter_for_its_default():
