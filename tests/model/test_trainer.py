@@ -169,6 +169,24 @@ def test_tpu_without_torch_xla_is_a_clear_error(tmp_path, instances_dir, model_c
         Trainer(train_config(instances_dir, str(tmp_path / "r"), model_config_file, device="tpu"))
 
 
+def test_device_auto_is_xla_where_pjrt_device_is_set(monkeypatch):
+    """The TPU pool's jobs set PJRT_DEVICE=TPU: `auto` must not train on the host's CPU there."""
+    from model.device import resolve_device
+
+    if torch.cuda.is_available():
+        pytest.skip("auto is CUDA first")
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    assert resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setenv("PJRT_DEVICE", "TPU")
+    try:
+        import torch_xla  # noqa: F401
+    except ImportError:  # the main set: the same clear error as --device tpu
+        with pytest.raises(UserError, match="--device tpu needs torch_xla"):
+            resolve_device("auto")
+    else:  # pragma: no cover - tests/tpu checks it on XLA's CPU device
+        pytest.skip("torch_xla is installed")
+
+
 @pytest.mark.parametrize("option", [{"compile": True}, {"parallel": "fsdp"}])
 def test_tpu_refuses_what_it_does_not_run_yet(tmp_path, instances_dir, model_config_file, option):
     cfg = train_config(instances_dir, str(tmp_path / "r"), model_config_file, device="tpu", **option)

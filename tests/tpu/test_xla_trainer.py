@@ -171,6 +171,12 @@ def test_albert_evaluate_on_xla_matches_the_cpu(tmp_path, instances_dir, model_c
     assert xla["sentence_order"]["loss"] == pytest.approx(cpu["sentence_order"]["loss"], rel=0.05, abs=0.02)
 
 
+def test_device_auto_is_the_xla_device_where_pjrt_device_is_set():
+    from model.device import resolve_device
+
+    assert os.environ["PJRT_DEVICE"] == "CPU" and resolve_device("auto").type == "xla"
+
+
 def xla_run(args: list[str], processes: int = 1) -> str:
     """`albert pretrain ... --device tpu` in `processes` processes (torchrun when more than one)."""
     launch = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
