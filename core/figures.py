@@ -21,10 +21,11 @@ def sig(x: float | int | None, digits: int = 4) -> str:
         return str(x)
     if x == 0:
         return "0"
-    x = float(f"{x:.{digits - 1}e}")  # rounded first: 0.99996 is 1.000, not 1.0000
-    magnitude = math.floor(math.log10(abs(x)))
-    if magnitude >= digits - 1:  # as many digits before the point as asked: a whole number
+    rounded = float(f"{x:.{digits - 1}e}")  # rounded first: 0.99996 is 1.000, not 1.0000
+    magnitude = math.floor(math.log10(abs(rounded)))
+    if magnitude >= digits - 1:  # as many digits before the point as asked: a whole number, all of it
         return f"{round(x):,}"
+    x = rounded
     if magnitude < -4:
         return f"{x:.{digits - 1}e}"
     decimals = digits - 1 - magnitude
