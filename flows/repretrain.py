@@ -11,6 +11,7 @@ continue_from_production=False) a vocabulary is trained on the corpus and the mo
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from core import storage
@@ -31,6 +32,7 @@ from flows.params import (
 from flows.prefect_run import logger, stage_flow
 from flows.pretrain import pretrain
 from flows.promote import promote
+from flows.run_summary import summary_artifact
 from flows.stage import DEFAULT_ROOT
 from flows.train_vocab import train_vocab
 from model.train_config import TrainConfig
@@ -97,6 +99,7 @@ def repretrain(
 
     log = logger()
     root = storage.absolute(storage_root)
+    started = time.monotonic()
     registry = storage.join(root, "registry")
     preflight.check(
         [
@@ -223,7 +226,7 @@ def repretrain(
         },
         max_batches=max_eval_batches,
     )
-    return {
+    result = {
         "corpus": corpus,
         "vocab": vocab,
         "instances": instances,
@@ -232,6 +235,8 @@ def repretrain(
         "promotion": decision,
         "registry": registry,
     }
+    summary_artifact(result, (time.monotonic() - started) / 60)  # on this run: the one a user opens
+    return result
 
 
 if __name__ == "__main__":

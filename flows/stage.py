@@ -21,7 +21,7 @@ from typing import Any
 
 from core import storage
 from core.manifest import MANIFEST, read_manifest
-from flows.prefect_run import logger
+from flows.prefect_run import flow_run_id, logger
 
 DEFAULT_ROOT = "out/factory"
 """The storage root of every flow that is given none: stage folders, runs, evaluations, the registry."""
@@ -49,8 +49,16 @@ class StageRun:
     manifest: dict
 
     def result(self, **extra: Any) -> dict:
-        """What a stage flow returns: {"stage", "dir", "key", "reused", **extra}."""
-        return {"stage": self.stage, "dir": self.dir, "key": self.key, "reused": self.reused, **extra}
+        """What a stage flow returns: {"stage", "dir", "key", "reused", "flow_run_id", **extra}
+        (flow_run_id: the Prefect run that returned it, which the run summary links to)."""
+        return {
+            "stage": self.stage,
+            "dir": self.dir,
+            "key": self.key,
+            "reused": self.reused,
+            "flow_run_id": flow_run_id(),
+            **extra,
+        }
 
 
 def run_stage(stage: str, out: str, run: Callable[[str], object]) -> StageRun:

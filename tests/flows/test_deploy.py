@@ -52,6 +52,11 @@ def test_prefect_yaml_matches_the_flows():
             {"prefect.deployments.steps.set_working_directory": {"directory": "/opt/albert"}}
         ]
         assert by_name[name].pool["job_variables"]["image"] == "albert-trainer:latest"
+    # The sample deployment runs what `albert demo` runs: the one definition the demo reads.
+    from flows.demo import DEMO
+
+    sample = by_name["repretrain/sample"].parameters
+    assert {k: v for k, v in sample.items() if k != "storage_root"} == DEMO and DEMO["steps"] == 250
     # The TPU path: its image (the TPU set), PJRT_DEVICE=TPU, one process per chip of a v5e 2x4 host,
     # and an inactive weekly schedule that hands the production run to it.
     tpu = by_name["pretrain/tpu-kubernetes"]

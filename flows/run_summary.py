@@ -1,0 +1,112 @@
+"""The `run-summary` artifact of a re-pretraining run (the demo's and the weekly schedule's top-level
+run): what each stage built or reused, the training and downstream figures, the gate's decision, and a
+link to each stage's run, where its own artifacts are. Every stage artifact hangs off its stage's run;
+this one is on the run a user opens first."""
+
+from __future__ import annotations
+
+from core import storage
+from core.figures import sig
+
+# stage result key -> (what a user calls it, the artifacts on its run)
+STAGES = {
+    "corpus": ("corpus", "corpus-stats, corpus-report"),
+    "vocab": ("vocabulary", "vocab-stats"),
+    "instances": ("instances", "instance-stats"),
+    "pretrain": ("pretraining", "training-summary"),
+}
+
+
+def run_link(label: str, flow_run_id: str | None) -> str:
+    """A markdown link to a flow run in the Prefect UI (the UI's own route; relative, so it works on
+    whatever host serves the UI), or the bare label where the run is unknown."""
+    if not flow_run_id:
+        return label
+    from prefect.settings import PREFECT_UI_URL
+
+    base = (PREFECT_UI_URL.value() or "").rstrip("/")
+    return f"[{label}]({base}/runs/flow-run/{flow_run_id})"
+
+
+def _outcome(stage: dict) -> str:
+    if stage.get("from_production"):
+        return f"reused (production {stage['from_production']})"
+    if stage.get("from_checkpoint"):
+        return "reused (the checkpoint it continues)"
+    return "reused" if stage.get("reused") else "built"
+
+
+def _corpus(stage: dict) -> str:
+    try:
+        stats = storage.read_json(storage.join(stage["dir"], "stats.json"))
+    except (OSError, ValueError):
+        return "-"
+    return f"{sig(stats['kept'])} documents kept of {sig(stats['read'])} read, {sig(stats['dead_letter_total'])} dead letters"
+
+
+def _vocab(stage: dict) -> str:
+    counts = stage.get("counts") or {}
+    return f"{sig(counts['vocab_size'])} pieces" if "vocab_size" in counts else "its checkpoint's spm.model"
+
+
+def _instances(stage: dict) -> str:
+    summary = stage.get("summary") or {}
+    train, held = (summary.get(split, {}).get("instances") for split in ("train", "eval"))
+    return f"train {sig(train)}, eval {sig(held)} instances"
+
+
+def _pretrain(stage: dict) -> str:
+    summary = stage.get("summary") or {}
+    first, last = summary.get("first_train") or {}, summary.get("last_train") or {}
+    return f"{sig(last.get('step'))} steps, train loss {sig(first.get('loss'))} → {sig(last.get('loss'))}"
+
+
+DETAILS = {"corpus": _corpus, "vocab": _vocab, "instances": _instances, "pretrain": _pretrain}
+
+
+def summary_markdown(result: dict, minutes: float | None = None) -> str:
+    """The run summary of a repretrain result (flows/repretrain.py's return value)."""
+    promotion = result["promotion"]
+    verdict = {
+        "promote": f"PROMOTED as {promotion.get('version')}",
+        "reject": "REJECTED",
+        "conflict": "NOT PROMOTED (conflict)",
+    }[promotion["event"]]
+    lines = [
+        f"# Re-pretraining: {verdict}",
+        "",
+        f"Production is now **{promotion.get('production') or 'none'}** (model `{promotion.get('model', 'albert')}`)."
+        + (f" Took {sig(minutes, 3)} min." if minutes is not None else ""),
+        "",
+        "| stage | outcome | figures | artifacts |",
+        "|---|---|---|---|",
+    ]
+    for key, (label, artifacts) in STAGES.items():
+        stage = result.get(key) or {}
+        lines.append(
+            f"| {run_link(label, stage.get('flow_run_id'))} | {_outcome(stage)} | {DETAILS[key](stage)} | {artifacts} |"
+        )
+    downstream = result.get("downstream") or []
+    for task in [downstream] if isinstance(downstream, dict) else downstream:
+        production = "" if task.get("production") is None else f", production {sig(task['production'])}"
+        lines.append(
+            f"| fine-tuning: {task['task']} | {task['split']} {task['metric']} | candidate {sig(task['candidate'])}, "
+            f"from scratch {sig(task['scratch'])}{production} | finetune-{task['task']} |"
+        )
+    gate = "pass" if promotion["decision"]["promote"] else "fail"
+    lines.append(
+        f"| {run_link('promotion', promotion.get('flow_run_id'))} | gate {gate} | {verdict} | eval-metrics, promotion-decision |"
+    )
+    lines += ["", "Reasons:", ""] + [f"- {r}" for r in promotion["decision"]["reasons"]]
+    lines += ["", f"Storage: `{storage.dirname(result['registry'])}`; registry `{result['registry']}`."]
+    return "\n".join(lines)
+
+
+def summary_artifact(result: dict, minutes: float | None = None) -> None:
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(
+        markdown=summary_markdown(result, minutes),
+        key="run-summary",
+        description="what this re-pretraining built or reused, and the gate's decision; links to each stage's run",
+    )

@@ -1,0 +1,56 @@
+"""What a user sees of a re-pretraining run in the Prefect UI: runs named from their parameters and
+tagged with their stage, and a run-summary artifact on the top-level run that links each stage's run."""
+
+from __future__ import annotations
+
+import re
+
+from flows.run_names import run_name, run_tags
+from tests.flows.conftest import _post, read_artifact
+
+
+def flow_run(flow_run_id: str) -> dict:
+    return _post("/flow_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}, "limit": 1})[0]
+
+
+def test_runs_say_what_they_are(chain):
+    r = chain["result"]
+    corpus, pretrain = flow_run(r["corpus"]["flow_run_id"]), flow_run(r["pretrain"]["flow_run_id"])
+    assert corpus["name"] == "corpus · text · DirectRunner"
+    assert pretrain["name"] == "pretrain · tiny · 4 steps · auto"
+    # the stage's own tag only (not its parent's stage:repretrain), and where its outputs went
+    assert set(corpus["tags"]) == {"stage:corpus", "storage:local"}
+    assert set(pretrain["tags"]) == {"stage:pretrain", "storage:local"}
+    top = flow_run(read_artifact("run-summary").flow_run_id)
+    assert re.fullmatch(r"repretrain · \d{4}-W\d\d · text · tiny", top["name"]), top["name"]
+    assert set(top["tags"]) == {"stage:repretrain", "storage:local"}
+    assert top["parent_task_run_id"] is None  # the summary is on the top-level run
+
+
+def test_the_top_level_run_summarises_and_links_every_stage(chain):
+    r = chain["result"]
+    text = read_artifact("run-summary").data
+    title = text.splitlines()[0]
+    promotion = r["promotion"]
+    verdict = f"PROMOTED as {promotion['version']}" if promotion["event"] == "promote" else "REJECTED"
+    assert title == f"# Re-pretraining: {verdict}" and "/" not in title  # no path in the heading
+    for stage, label in (("corpus", "corpus"), ("vocab", "vocabulary"), ("instances", "instances"),
+                         ("pretrain", "pretraining")):  # fmt: skip
+        assert re.search(rf"\[{label}\]\([^)]*/runs/flow-run/{r[stage]['flow_run_id']}\)", text), stage
+    assert re.search(rf"\[promotion\]\([^)]*/runs/flow-run/{r['promotion']['flow_run_id']}\)", text)
+    kept, read = r["corpus"]["counts"]["kept"], r["corpus"]["counts"]["read"]
+    assert f"{kept:,} documents kept of {read:,} read" in text
+    assert f"{r['vocab']['counts']['vocab_size']:,} pieces" in text
+    for reason in r["promotion"]["decision"]["reasons"]:
+        assert text.count(reason) == 1
+
+
+def test_names_and_tags_from_parameters():
+    assert run_name(
+        "build-corpus", {"sources": ["zhwiki:a", "zhwiki:b", "news2016zh:c"], "runner": "DataflowRunner"}
+    ) == ("corpus · zhwiki+news2016zh · DataflowRunner")
+    assert run_name(
+        "promote", {"model_name": "albert-base", "candidate": "gs://b/runs/k/checkpoints/step-250/"}
+    ) == ("promote · albert-base · step-250")
+    assert run_tags("pretrain", {"storage_root": "gs://bucket/factory"}) == ["stage:pretrain", "storage:gs"]
+    assert run_tags("evaluate", {}) == ["stage:evaluate"]
