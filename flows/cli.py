@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("benchmarks.cli", "throughput benchmarks, side by side with references"),
     "promote": ("flows.promote", "gate a candidate against production in the registry; --rollback"),
     "demo": ("flows.demo", "the whole chain on the bundled sample, through Prefect, on CPU"),
+    "ui": ("flows.ui", "the Prefect UI on a demo's runs (its database in <out>/prefect-home)"),
     "deploy": ("flows.deploy", "register the Prefect deployments and work pools of infra/prefect.yaml"),
     "serve": ("flows.deploy", "run the local deployments with prefect serve (trigger them from the UI)"),
     "rehearse": (

@@ -4,6 +4,7 @@ and for stage tasks the retry policy (flows/retry.py); the run logger and the fl
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from typing import Any
 
@@ -46,6 +47,17 @@ class StageFlow(Flow):
         inherited = {t for t in TagsContext.get().current_tags if not t.startswith("stage:")}
         with TagsContext(current_tags=inherited | set(run_tags(self.name, bound))):
             return super().__call__(*args, **kwargs)
+
+
+def plain(value: Any) -> Any:
+    """A copy of a subflow's result (JSON types) that Prefect does not link to the run that returned it.
+
+    Prefect remembers each result by object identity and records a later task's or subflow's input that
+    is one of them as an input of type "flow_run". Prefect 3.8.8's UI cannot read that type ("Invalid
+    TaskInputResponse" in the browser console): the parent run's Task Runs tab said "4 Task runs", then
+    "No task runs". Equal values in new objects carry no such link (the price: no arrows between the
+    stages in the run graph)."""
+    return json.loads(json.dumps(value))
 
 
 def stage_task(name: str, backoff_factor: float = 30, retries: int = 2, **options: Any):

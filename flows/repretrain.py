@@ -29,7 +29,7 @@ from flows.params import (
     Runner,
     WholeWord,
 )
-from flows.prefect_run import logger, stage_flow
+from flows.prefect_run import logger, plain, stage_flow
 from flows.pretrain import pretrain
 from flows.promote import promote
 from flows.run_summary import summary_artifact
@@ -126,14 +126,17 @@ def repretrain(
         # The tasks the gate compares on are kept out of the corpus (their dev and test sets): the
         # gate refuses a task the candidate's corpus was not decontaminated against.
         corpus_options = {**corpus_options, "decontaminate": list(finetune_tasks)}
-    corpus = build_corpus(
-        sources=sources,
-        storage_root=root,
-        runner=corpus_runner,
-        beam_args=beam_args,
-        options=corpus_options,
-        newest_only=newest_only,
-        max_dead_letter_fraction=max_dead_letter_fraction,
+    # plain(): the next stages get copies of these results, not Prefect-tracked ones (flows/prefect_run.py)
+    corpus = plain(
+        build_corpus(
+            sources=sources,
+            storage_root=root,
+            runner=corpus_runner,
+            beam_args=beam_args,
+            options=corpus_options,
+            newest_only=newest_only,
+            max_dead_letter_fraction=max_dead_letter_fraction,
+        )
     )
 
     production = Registry(registry, model_name).production() if continue_from_production else None
@@ -162,39 +165,45 @@ def repretrain(
             production["path"],
         )
     else:
-        vocab = train_vocab(corpus_dir=corpus["dir"], storage_root=root, vocab_size=vocab_size, seed=seed)
+        vocab = plain(
+            train_vocab(corpus_dir=corpus["dir"], storage_root=root, vocab_size=vocab_size, seed=seed)
+        )
 
-    instances = build_instances(
-        corpus_dir=corpus["dir"],
-        vocab_dir=vocab["dir"],
-        storage_root=root,
-        max_seq_length=max_seq_length,
-        max_predictions=max_predictions,
-        dupe_factor=dupe_factor,
-        whole_word=whole_word,
-        seed=seed,
-        runner=corpus_runner,
-        beam_args=beam_args,
-        max_dead_letter_fraction=max_dead_letter_fraction,
+    instances = plain(
+        build_instances(
+            corpus_dir=corpus["dir"],
+            vocab_dir=vocab["dir"],
+            storage_root=root,
+            max_seq_length=max_seq_length,
+            max_predictions=max_predictions,
+            dupe_factor=dupe_factor,
+            whole_word=whole_word,
+            seed=seed,
+            runner=corpus_runner,
+            beam_args=beam_args,
+            max_dead_letter_fraction=max_dead_letter_fraction,
+        )
     )
-    run = pretrain(
-        instances_dir=instances["dir"],
-        storage_root=root,
-        config=config,
-        steps=steps,
-        batch_size=batch_size,
-        micro_batch_size=micro_batch_size,
-        optimizer=optimizer,
-        precision=precision,
-        lr=lr,
-        warmup_steps=warmup_steps,
-        seed=seed,
-        init_checkpoint=init_checkpoint,
-        backend=pretrain_backend,
-        deployment=pretrain_deployment,
-        job_variables=gpu_job,
-        nproc_per_node=nproc_per_node,
-        extra_args=pretrain_args,
+    run = plain(
+        pretrain(
+            instances_dir=instances["dir"],
+            storage_root=root,
+            config=config,
+            steps=steps,
+            batch_size=batch_size,
+            micro_batch_size=micro_batch_size,
+            optimizer=optimizer,
+            precision=precision,
+            lr=lr,
+            warmup_steps=warmup_steps,
+            seed=seed,
+            init_checkpoint=init_checkpoint,
+            backend=pretrain_backend,
+            deployment=pretrain_deployment,
+            job_variables=gpu_job,
+            nproc_per_node=nproc_per_node,
+            extra_args=pretrain_args,
+        )
     )
 
     downstream = None

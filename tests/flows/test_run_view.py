@@ -54,3 +54,13 @@ def test_names_and_tags_from_parameters():
     ) == ("promote · albert-base · step-250")
     assert run_tags("pretrain", {"storage_root": "gs://bucket/factory"}) == ["stage:pretrain", "storage:gs"]
     assert run_tags("evaluate", {}) == ["stage:evaluate"]
+
+
+def test_no_task_input_is_of_a_type_the_ui_cannot_read(chain):
+    """Prefect 3.8.8's UI lists no task run of a run where one has an input of type "flow_run" (a value
+    returned by a subflow): repretrain passes the stages plain copies (flows.prefect_run.plain)."""
+    top = read_artifact("run-summary").flow_run_id
+    task_runs = _post("/task_runs/filter", {"flow_runs": {"id": {"any_": [top]}}, "limit": 50})
+    assert task_runs  # the subflows' task runs of the top-level run, at least
+    kinds = {ref["input_type"] for run in task_runs for refs in run["task_inputs"].values() for ref in refs}
+    assert "flow_run" not in kinds, kinds
