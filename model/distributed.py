@@ -155,10 +155,8 @@ def wrap(model: nn.Module, d: Dist, mode: str, device: torch.device) -> nn.Modul
     raise UserError(f"unknown --parallel {mode!r}; expected ddp or fsdp")
 
 
-def xla_gradient_mean(
-    d: Dist, device: torch.device, cut_graph
-) -> Callable[[list[torch.Tensor]], None] | None:
-    """What averages the gradients across ranks on XLA, where DDP does not run (None: nothing to do).
+def xla_gradient_mean(d: Dist, device: torch.device, cut_graph) -> Callable[[list[torch.Tensor]], None]:
+    """What averages the gradients across ranks on XLA, where DDP does not run (a no-op elsewhere).
 
     - The XLA runtime spans the processes (a TPU slice): an all-reduce on the device, inside the step's
       first graph (model.tpu.all_reduce_mean).
@@ -169,7 +167,7 @@ def xla_gradient_mean(
       copied back. A host round trip per step, but the same average as DDP's.
     Anything else (a runtime spanning some of the processes) is refused."""
     if not d.enabled or device.type != "xla":
-        return None
+        return lambda grads: None
     from model.tpu import all_reduce_mean, runtime_world_size
 
     spans = runtime_world_size()

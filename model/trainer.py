@@ -132,7 +132,6 @@ class Trainer:
         self.schedule = Schedule(optim.lr, optim.warmup_steps, training.steps)
         dev_type = self.device.type if self.device.type in ("cuda", "xla") else "cpu"
         self.cut_graph = graph_cut(self.device)  # XLA: run the traced graph here (model/tpu.py)
-        # XLA in several processes: the gradients' average across ranks (DDP does it elsewhere).
         self.gradient_mean = distributed.xla_gradient_mean(self.dist, self.device, self.cut_graph)
         self.autocast = (
             (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
@@ -300,8 +299,7 @@ class Trainer:
             bad = ~torch.isfinite(loss.detach())
             on_device.append(torch.stack([part.detach().float() for part in (*parts, bad)]))
         params = [p for p in self.model.parameters() if p.grad is not None]
-        if self.gradient_mean is not None:
-            self.gradient_mean([p.grad for p in params])
+        self.gradient_mean([p.grad for p in params])  # XLA in several processes (DDP does it elsewhere)
         clip = self.cfg.optim.clip_norm
         norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
         # Nothing above was read on the host: on XLA, forward, backward and clipping are one graph.
