@@ -114,7 +114,7 @@ def render_markdown(stats: dict) -> str:
     c_read = sum(chars.get("read", {}).values()) if chars else None
     c_kept = sum(chars.get("kept", {}).values()) if chars else None
     totals = [["read", count_text(read), "", count_text(c_read) if chars else "–"]]
-    for name, key in (("kept", "kept"), ("dropped", "dropped_total"), ("dead letter", "dead_letter_total")):
+    for name, key in (("kept", "kept"), ("dropped", "dropped_total"), ("dead letters", "dead_letter_total")):
         n = stats.get(key, 0)
         totals.append(
             [name, count_text(n), pct(n, read), count_text(c_kept) if chars and key == "kept" else ""]
