@@ -58,15 +58,16 @@ def training_rows(summary: dict, split_sequences: int | None) -> list[dict]:
     """The training-summary table: figure, value (core.figures.sig), and what it was measured on."""
     first, last = summary.get("first_train") or {}, summary.get("last_train") or {}
     last_eval = summary.get("last_eval") or {}
-    last_window = f"log window ending at step {last.get('step')}"
-    rows = [
-        ("steps", last.get("step"), ""),
-        ("train loss", first.get("loss"), f"log window ending at step {first.get('step')}"),
-        ("train loss", last.get("loss"), last_window),
-        ("train MLM accuracy", last.get("mlm_acc"), last_window),
-        ("train SOP accuracy", last.get("sop_acc"), last_window),
-        ("tokens/s", last.get("tokens_per_s"), last_window),
-    ]
+    rows = [("steps", last.get("step", last_eval.get("step")), "")]
+    if last:  # none when the run logged no window (log_every off)
+        last_window = f"log window ending at step {last['step']}"
+        rows += [
+            ("train loss", first.get("loss"), f"log window ending at step {first['step']}"),
+            ("train loss", last.get("loss"), last_window),
+            ("train MLM accuracy", last.get("mlm_acc"), last_window),
+            ("train SOP accuracy", last.get("sop_acc"), last_window),
+            ("tokens/s", last.get("tokens_per_s"), last_window),
+        ]
     if last_eval:
         scope = eval_scope(last_eval, split_sequences)
         rows += [

@@ -260,3 +260,10 @@ def test_chain_training_summary_labels_its_eval_figures(chain):
     mlm = next(row for row in rows if row["figure"] == "eval MLM loss")
     assert mlm["measured on"].startswith("trainer's eval at step 4: 160 ")
     assert f"{split:,} eval sequences" in mlm["measured on"]
+
+
+def test_training_rows_of_a_run_that_logged_no_window():
+    summary = {**training_summary(), "first_train": None, "last_train": None}
+    rows = training_rows(summary, split_sequences=905)
+    assert [r["figure"] for r in rows] == ["steps", "eval MLM loss", "eval MLM accuracy", "eval SOP accuracy"]
+    assert rows[0]["value"] == "250"
