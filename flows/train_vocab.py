@@ -53,7 +53,7 @@ def vocab_stats_artifact(manifest: dict, vocab_dir: str, corpus_dir: str) -> lis
         key="vocab-stats",
         description=(
             f"SentencePiece unigram vocabulary. {size}. The size asked is a ceiling (SentencePiece's "
-            f"hard_vocab_limit is off); the model takes its size from spm.model.\n\n"
+            f"`hard_vocab_limit` is off); the model takes its size from `spm.model`.\n\n"
             f"Vocabulary folder: `{vocab_dir}`  \nCorpus folder: `{corpus_dir}`"
         ),
     )
