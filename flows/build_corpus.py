@@ -16,12 +16,13 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.tasks import exponential_backoff
 
 from core import storage
+from core.figures import sig
 from flows.keys import stage_key
 from flows.params import Runner
 from flows.prefect_run import RESULTS, stage_flow, stage_task
 from flows.retry import retry_transient
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
-from pipelines.corpus.report import REPORT, render_markdown
+from pipelines.corpus.report import REPORT, accounting_sum, render_markdown
 
 DEFAULT_SOURCES = ["peoples-daily:"]  # the bundled People's Daily sample (docs/architecture.md)
 
@@ -90,33 +91,43 @@ def run_corpus_stage(
     )
 
 
+def corpus_stats_rows(stats: dict) -> list[dict]:
+    """The corpus-stats table of a stats.json: read, kept, each drop and dead-letter reason with their
+    totals, and last the sum a person checks against read (kept + dropped + dead letters, the stage's
+    accounting invariant). The number columns hold numbers only (core.figures.sig), the words go in
+    `outcome` and `reason`."""
+    read = stats["read"]
+
+    def row(outcome: str, reason: str, documents: int) -> dict:
+        share = sig(100 * documents / read, 3) if read else sig(None)
+        return {"outcome": outcome, "reason": reason, "documents": sig(documents), "% of read": share}
+
+    rows = [row("read", "every record of the inputs", read), row("kept", "", stats["kept"])]
+    for outcome, counts in (("dropped", stats["dropped"]), ("dead letters", stats["dead_letter"])):
+        rows += [row(outcome, reason, n) for reason, n in sorted(counts.items())]
+        rows.append(row(outcome, "all reasons", sum(counts.values())))
+    accounted = stats["kept"] + sum(stats["dropped"].values()) + sum(stats["dead_letter"].values())
+    check = "= read: holds" if accounted == read else "≠ read: BROKEN"
+    rows.append(row("kept + dropped + dead letters", check, accounted))
+    return rows
+
+
 def corpus_stats_artifact(corpus_dir: str) -> list[dict]:
     stats = storage.read_json(storage.join(corpus_dir, "stats.json"))
-    rows = [{"outcome": "read", "reason": "", "documents": stats["read"]}]
-    rows.append({"outcome": "kept", "reason": "", "documents": stats["kept"]})
-    rows += [
-        {"outcome": "dropped", "reason": reason, "documents": count}
-        for reason, count in sorted(stats["dropped"].items())
-    ]
-    rows += [
-        {"outcome": "dead letter", "reason": reason, "documents": count}
-        for reason, count in sorted(stats["dead_letter"].items())
-    ]
-    rows.append(
-        {
-            "outcome": "accounting",
-            "reason": stats["invariant"]["rule"],
-            "documents": "holds" if stats["invariant"]["holds"] else "BROKEN",
-        }
-    )
+    rows = corpus_stats_rows(stats)
     create_table_artifact(
-        table=rows, key="corpus-stats", description=f"documents kept and dropped by reason: {corpus_dir}"
+        table=rows,
+        key="corpus-stats",
+        description=(
+            f"Documents read, kept, dropped and dead-lettered (damaged input), by reason. "
+            f"Accounting: {accounting_sum(stats)}.\n\nCorpus folder: `{corpus_dir}`"
+        ),
     )
     report = storage.join(corpus_dir, REPORT)
     create_markdown_artifact(
         markdown=render_markdown(stats) + f"\n\nThe whole report, with its charts and examples: `{report}`\n",
         key="corpus-report",
-        description=f"what the corpus stage did, in short: {corpus_dir}",
+        description="what the corpus stage did, in short (the folder's report.html in full)",
     )
     return rows
 

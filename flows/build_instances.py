@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from prefect.artifacts import create_table_artifact
 
 from core import storage
+from core.figures import sig
 from flows.keys import output_hashes, stage_key
 from flows.params import Runner, WholeWord
 from flows.prefect_run import stage_flow, stage_task
@@ -30,30 +31,44 @@ def run_instances_stage(opts: InstancesOptions, beam_args: list[str]) -> None:
     run_instances(opts, beam_args)
 
 
-def instance_stats_artifact(manifest: dict, instances_dir: str) -> list[dict]:
+def instance_stats_rows(summary: dict) -> list[dict]:
+    """The instance-stats table of a manifest's summary: one row per split, numbers only (core.figures.sig),
+    six short columns. SOP swapped: the share of pairs whose segments were swapped (0.5 = balanced)."""
     rows = []
     for split in ("train", "eval"):
-        summary = manifest["summary"].get(split)
-        if not summary:
-            continue
-        rows.append(
-            {
-                "split": split,
-                "documents": summary["documents"],
-                "instances": summary["instances"],
-                "fill_rate": summary["fill_rate"],
-                "masked_fraction": summary["masked_fraction"],
-                "masked_per_instance": summary["masked_per_instance"],
-                "sop_swapped_fraction": summary["sop_swapped_fraction"],
-            }
-        )
-    accounting = manifest["summary"].get("accounting", {})
+        figures = summary.get(split)
+        if figures:
+            rows.append(
+                {
+                    "split": split,
+                    "documents": sig(figures["documents"]),
+                    "instances": sig(figures["instances"]),
+                    "fill rate": sig(figures["fill_rate"]),
+                    "masked share": sig(figures["masked_fraction"]),
+                    "SOP swapped": sig(figures["sop_swapped_fraction"]),
+                }
+            )
+    return rows
+
+
+def instance_stats_artifact(manifest: dict, instances_dir: str) -> list[dict]:
+    summary = manifest["summary"]
+    rows = instance_stats_rows(summary)
+    masked = ", ".join(
+        f"{split} {sig(summary[split]['masked_per_instance'])}"
+        for split in ("train", "eval")
+        if summary.get(split)
+    )
+    accounting = summary.get("accounting", {})
     create_table_artifact(
         table=rows,
         key="instance-stats",
         description=(
-            f"fill rate, masked fraction and SOP balance (swapped fraction, 0.5 = balanced) of {instances_dir}; "
-            f"documents read {accounting.get('documents_read')}, skipped {accounting.get('documents_skipped')}"
+            "Fill rate (real tokens per position), masked share of the real tokens and SOP balance "
+            f"(swapped share, 0.5 = balanced) per split. Masked tokens per instance: {masked}. Corpus "
+            f"documents read {sig(accounting.get('documents_read'))} = kept (train + eval) "
+            f"{sig(accounting.get('documents_kept'))} + skipped {sig(accounting.get('documents_skipped'))}."
+            f"\n\nInstances folder: `{instances_dir}`"
         ),
     )
     return rows

@@ -34,7 +34,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact
 
 from core import config_cli, storage
 from core.errors import UserError
@@ -42,6 +42,7 @@ from flows import preflight
 from flows.keys import output_hashes, stage_key
 from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
 from flows.prefect_run import flow_run_id, logger, stage_flow, stage_task
+from flows.pretrain_artifact import training_artifact, training_summary
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from flows.stage_options import given_options
 from flows.stage_process import STOP_GRACE_S, albert_command, stream_process
@@ -190,29 +191,6 @@ def final_checkpoint(run_dir: str) -> str:
     return path
 
 
-def training_summary(run_dir: str) -> dict:
-    """The last train and eval records of metrics.jsonl, the curves' path."""
-    import json
-
-    rows = []
-    path = storage.join(run_dir, "metrics.jsonl")
-    if storage.exists(path):
-        for line in storage.read_text(path).splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:  # a torn last line, as a killed run leaves it
-                continue
-    train = [record for record in rows if record.get("kind") == "train" and "loss" in record]
-    evals = [record for record in rows if record.get("kind") == "eval"]
-    curves = storage.join(run_dir, "curves.png")
-    return {
-        "first_train": train[0] if train else None,
-        "last_train": train[-1] if train else None,
-        "last_eval": evals[-1] if evals else None,
-        "loss_curve_png": curves if storage.exists(curves) else None,
-    }
-
-
 def write_run_manifest(
     run_dir: str, instances_dir: str, options: dict, checkpoint: str, summary: dict
 ) -> dict:
@@ -231,26 +209,6 @@ def write_run_manifest(
         outputs={"checkpoint": checkpoint, "files": checksums.get("files", {})},
         flow_run_id=flow_run_id(),
     )
-
-
-def training_artifact(run_dir: str, manifest: dict) -> None:
-    summary = manifest["summary"]
-    first, last = summary.get("first_train") or {}, summary.get("last_train") or {}
-    last_eval = summary.get("last_eval") or {}
-    rows = [
-        {"item": "steps", "value": last.get("step")},
-        {"item": "train loss (first logged window)", "value": first.get("loss")},
-        {"item": "train loss (last logged window)", "value": last.get("loss")},
-        {"item": "train MLM accuracy (last window)", "value": last.get("mlm_acc")},
-        {"item": "train SOP accuracy (last window)", "value": last.get("sop_acc")},
-        {"item": "eval MLM loss", "value": last_eval.get("masked_lm_loss")},
-        {"item": "eval MLM accuracy", "value": last_eval.get("masked_lm_accuracy")},
-        {"item": "eval SOP accuracy", "value": last_eval.get("sentence_order_accuracy")},
-        {"item": "tokens/s (last window)", "value": last.get("tokens_per_s")},
-        {"item": "final checkpoint", "value": manifest["checkpoint"]},
-        {"item": "loss curve PNG", "value": summary.get("loss_curve_png")},
-    ]
-    create_table_artifact(table=rows, key="training-summary", description=f"pretraining run {run_dir}")
 
 
 @stage_flow("pretrain")

@@ -141,12 +141,15 @@ def sequence_figures(out, batch: dict[str, torch.Tensor]) -> dict[str, np.ndarra
 
 
 def summarize(s: dict[str, float]) -> dict[str, float]:
-    """Means from eval_sums: the four reported metrics."""
+    """Means from eval_sums: the four reported metrics, and what they are means over (sequences, real
+    MLM predictions), so that a figure can say which part of the split it comes from."""
     return {
         "masked_lm_loss": s["mlm_loss_sum"] / max(s["mlm_weight"], 1e-9),
         "masked_lm_accuracy": s["mlm_correct"] / max(s["mlm_weight"], 1e-9),
         "sentence_order_loss": s["sop_loss_sum"] / max(s["sop_count"], 1e-9),
         "sentence_order_accuracy": s["sop_correct"] / max(s["sop_count"], 1e-9),
+        "sequences": int(round(s["sop_count"])),
+        "predictions": int(round(s["mlm_weight"])),
     }
 
 

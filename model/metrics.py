@@ -5,7 +5,8 @@ metrics.jsonl holds one JSON record per line:
 
     {"kind": "train", "step", <means over the window's finite steps: loss, mlm_loss, sop_loss, mlm_acc,
      sop_acc, grad_norm>, "lr", "tokens_per_s", "steps_per_s", "skipped_steps", "elapsed_s"}
-    {"kind": "eval", "step", <model.evaluate.summarize: masked_lm_loss, masked_lm_accuracy, ...>}
+    {"kind": "eval", "step", <model.evaluate.summarize: masked_lm_loss, masked_lm_accuracy, ...,
+     sequences, predictions (what the means are over: the first eval_batches batches of the split)>}
 
 A train record sums up a `MetricsWindow`: the steps since the previous one.
 """

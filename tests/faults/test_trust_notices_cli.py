@@ -45,12 +45,14 @@ def test_vocab_says_when_it_has_fewer_pieces_than_asked(tmp_path, sample_docs):
     text.write_text("\n".join(sample_docs[0]["sentences"][:15]) + "\n", encoding="utf-8")
     out = str(tmp_path / "vocab")
     r = albert("vocab", "--text", str(text), "--out", out, "--vocab-size", "300").ok()
-    pieces = json.load(open(os.path.join(out, "manifest.json")))["counts"]["vocab_size"]
-    assert pieces < 300
+    counts = json.load(open(os.path.join(out, "manifest.json")))["counts"]
+    pieces, single = counts["vocab_size"], counts["atomic_single_char_pieces"]
+    assert pieces < 300 and 0 < single < pieces
     notes = [line for line in r.err.splitlines() if line.startswith("warning:")]
     assert notes == [
         f"warning: the vocabulary has {pieces} pieces, fewer than --vocab-size 300: SentencePiece found no "
-        f"more in this text (15 sentences); give more text for a larger vocabulary"
+        f"more in this text (15 sentences), where {single} pieces are single CJK characters and punctuation "
+        f"marks (split_cjk) that no learned piece may contain; give more text for a larger vocabulary"
     ]
     r = albert("vocab", "--text", str(text), "--out", out, "--vocab-size", str(pieces)).ok()
     assert "warning:" not in r.err

@@ -93,3 +93,28 @@ def test_cli_writes_json(tmp_path, constant_checkpoint, instances_dir, capsys):
     assert "MLM accuracy" in printed and "baseline most frequent train token" in printed
     code = albert(["evaluate", "--checkpoint", str(tmp_path / "nope"), "--instances", instances_dir])
     assert code == 2 and "checkpoint folder not found" in capsys.readouterr().err
+
+
+def test_the_trainers_eval_is_the_checkpoint_on_the_first_eval_batches(
+    tmp_path, instances_dir, model_config_file
+):
+    """Why training-summary's eval figures differ from the gate's (eval-metrics): the trainer's last
+    eval is the final checkpoint on the first eval_batches batches of the eval split, and its record
+    says how many sequences that is; the gate's evaluation covers the whole split."""
+    from model.trainer import train
+    from tests.model.train_fixtures import train_config
+
+    out = str(tmp_path / "run")
+    summary = train(
+        train_config(instances_dir, out, model_config_file, steps=2, batch_size=4, eval_batches=2)
+    )
+    record = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))][-1]
+    assert record["kind"] == "eval" and record["sequences"] == 2 * 4
+    quiet = dict(device="cpu", baseline_records=64, log=lambda m: None)
+    first = evaluate_checkpoint(summary["checkpoint"], instances_dir, batch_size=4, max_batches=2, **quiet)
+    assert first["sentence_order"]["n"] == 8 and first["masked_lm"]["n"] == record["predictions"]
+    assert first["masked_lm"]["loss"] == pytest.approx(record["masked_lm_loss"], rel=1e-5)
+    assert first["sentence_order"]["accuracy"] == pytest.approx(record["sentence_order_accuracy"])
+    whole = evaluate_checkpoint(summary["checkpoint"], instances_dir, batch_size=64, **quiet)
+    assert whole["sentence_order"]["n"] > 8
+    assert whole["masked_lm"]["loss"] != pytest.approx(record["masked_lm_loss"], rel=1e-5)

@@ -293,3 +293,12 @@ def test_report_renders_with_its_charts_in_headless_chromium(tmp_path):
     assert near((0x31, 0x82, 0xCE)) > 560 * 16  # .kept: the languages' and the sources' bars
     assert near((0x80, 0x5A, 0xD5)) > 560 * 16  # .pii
     assert (pixels.sum(axis=2) < 3 * 250).mean() > 0.02  # not a blank page
+
+
+def test_the_accounting_reads_as_a_sum_of_the_figures_shown():
+    stats = {"read": 1000, "kept": 953, "dropped_total": 43, "dead_letter_total": 4}
+    assert report.accounting_sum(stats) == (
+        "kept 953 + dropped 43 + dead letters 4 = 1,000 = read 1,000: **holds**"
+    )
+    assert report.accounting_sum({**stats, "read": 1001}).endswith("= 1,000 ≠ read 1,001: **BROKEN**")
+    assert f"Accounting: {report.accounting_sum(full_stats())}." in report.render_markdown(full_stats())
