@@ -1,0 +1,54 @@
+"""`albert ui`: the Prefect UI on a demo folder's database, with the UI's API address set (a bare
+`prefect server start --port P` leaves the UI talking to port 4200: "Can't connect to Server API")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+from flows.cli import main as albert
+from flows.server import free_port
+from tests.model.train_fixtures import ROOT
+
+
+def test_a_folder_without_a_prefect_database_is_refused(tmp_path, capsys):
+    assert albert(["ui", "--out", str(tmp_path)]) == 2
+    assert "holds no Prefect database: run `albert demo --out" in capsys.readouterr().err
+
+
+def test_the_ui_talks_to_its_own_api_on_any_port(tmp_path):
+    home = tmp_path / "demo" / "prefect-home"
+    home.mkdir(parents=True)
+    (home / "prefect.db").touch()  # an empty SQLite file: the server migrates it, as after a demo
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
+        cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        settings, deadline = None, time.monotonic() + 180
+        while settings is None:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the UI did not answer"
+            try:
+                settings = json.load(
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/ui-settings", timeout=5)
+                )
+            except OSError:
+                time.sleep(1)
+        assert settings["api_url"] == f"http://127.0.0.1:{port}/api"
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+        assert "<html" in page.lower() and "prefect" in page.lower()
+        health = urllib.request.urlopen(settings["api_url"] + "/health", timeout=10).read()
+        assert json.loads(health) is True
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert f"Prefect UI on the runs of {tmp_path / 'demo'}: http://127.0.0.1:{port}" in out
