@@ -205,7 +205,8 @@ def _report(
     create_table_artifact(
         table=eval_metrics_rows(reports, cand.baselines["mlm_loss"].get("uniform")),
         key="eval-metrics",
-        description=eval_metrics_description(reports, compared),
+        description=eval_metrics_description(reports, compared)
+        + (" Downstream tasks: the eval-downstream table." if downstream else ""),
     )
     if downstream:
         create_table_artifact(

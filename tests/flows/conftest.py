@@ -86,6 +86,7 @@ class Artifact:
             raw["data"],
             raw["flow_run_id"],
         )
+        self.description = raw.get("description") or ""
 
 
 def read_artifact(key: str) -> Artifact | None:

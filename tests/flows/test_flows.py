@@ -10,6 +10,7 @@ import pytest
 
 from core import storage
 from core.errors import UserError
+from core.figures import sig
 from tests.flows.conftest import TINY, flow_run_logs, read_artifact
 from tests.model.train_fixtures import perturbed_copy
 
@@ -43,11 +44,21 @@ def test_chain_writes_every_stage_and_artifacts(chain):
     assert 0.4 < inst[0]["sop_swapped_fraction"] < 0.6
     training = json.loads(read_artifact("training-summary").data)
     assert any(row["item"] == "loss curve PNG" and row["value"].endswith("curves.png") for row in training)
-    evals = json.loads(read_artifact("eval-metrics").data)
+    # The first promotion: no production model, so no production column, and the description says so
+    evals_artifact = read_artifact("eval-metrics")
+    evals = json.loads(evals_artifact.data)
+    assert [list(row) for row in evals] == [["metric", "candidate", "chance", "majority", "unigram"]] * 4
     mlm = next(row for row in evals if row["metric"] == "mlm_loss")
-    assert "unigram" in mlm["baselines"] and mlm["candidate"] > 0
+    promotion = r["promotion"]  # the artifact rounds the figures the flow returns and the gate used
+    assert mlm["candidate"] == sig(promotion["candidate_metrics"]["mlm_loss"])
+    assert mlm["unigram"] == sig(promotion["baselines"]["mlm_loss"]["unigram"])
+    accuracy = next(row for row in evals if row["metric"] == "mlm_accuracy")
+    assert accuracy["candidate"].count("[") == 1 and accuracy["majority"].count("[") == 1  # Wilson intervals
+    assert "no production model yet" in evals_artifact.description
+    assert read_artifact("eval-downstream") is None  # no fine-tuning in the chain
     decision = read_artifact("promotion-decision").data
-    assert "Reasons:" in decision and "unigram" in decision
+    assert decision.startswith("# Promotion: REJECTED\n") and decision.count("Reasons:") == 1
+    assert "unigram" in decision and promotion["decision"]["reasons"][0] in decision
 
 
 def test_first_candidate_faces_the_baselines(chain):
@@ -381,7 +392,17 @@ def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     lineage = json.loads((tmp_path / "registry/albert/v2/lineage.json").read_text())
     assert lineage["parent_version"] == "v1" and lineage["run"]["manifest_sha256"]
     assert lineage["vocab"]["spm_sha256"] and lineage["config_sha256"] and lineage["packages"]["prefect"]
-    assert "PROMOTED as **v2**" in read_artifact("promotion-decision").data
+    assert read_artifact("promotion-decision").data.startswith("# Promotion: PROMOTED as v2\n")
+    evals = read_artifact("eval-metrics")  # candidate and production evaluated in this run, side by side
+    assert list(json.loads(evals.data)[0]) == [
+        "metric",
+        "candidate",
+        "production v1",
+        "chance",
+        "majority",
+        "unigram",
+    ]
+    assert "production v1" in evals.description
 
     # the same candidate again: no improvement over itself
     again = promote(candidate=ckpt, registry=registry, instances_dir=inst)
