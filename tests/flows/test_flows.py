@@ -156,6 +156,19 @@ def test_evaluation_is_cached_by_prefect_across_runs(chain):
     assert names[1] == "Cached" and names[2] != "Cached"
 
 
+def test_evaluate_flow_shows_one_model_next_to_the_baselines(chain):
+    from flows.evaluate import evaluate
+
+    r = chain["result"]
+    out = evaluate(r["pretrain"]["checkpoint"], r["instances"]["dir"], storage_root=chain["root"])
+    artifact = read_artifact("eval-metrics")
+    rows = json.loads(artifact.data)
+    assert [list(row) for row in rows] == [["metric", "model", "chance", "majority", "unigram"]] * 4
+    assert rows[0]["model"] == sig(out["metrics"]["mlm_loss"])
+    assert rows[0]["chance"] == sig(out["baselines"]["mlm_loss"]["uniform"])  # ln V
+    assert r["pretrain"]["checkpoint"] in artifact.description and "production" not in artifact.description
+
+
 # --------------------------------------------------------------------------------- failure and resume
 
 
