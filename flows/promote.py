@@ -226,12 +226,14 @@ def _report(
 @lock.scope()
 def rollback(registry: str = DEFAULT_REGISTRY, model_name: str = DEFAULT_MODEL, reason: str = "") -> dict:
     """Restore the previous production version (refused when it is no longer complete)."""
-    pointer = open_registry(registry, model_name).rollback(reason, flow_run_id())
+    reg = open_registry(registry, model_name)
+    pointer = reg.rollback(reason, flow_run_id())
     create_markdown_artifact(
-        markdown=f"# Rollback of `{model_name}`\n\nproduction is **{pointer['version']}** again "
-        f"(was {pointer['rolled_back_from']}). Reason: {reason or 'not given'}",
+        markdown=f"# Rollback: production is {pointer['version']} again\n\n"
+        f"- registry: `{reg.url()}`, model `{model_name}`\n"
+        f"- production was {pointer['rolled_back_from']}\n- reason: {reason or 'not given'}",
         key="promotion-decision",
-        description="rollback",
+        description=f"rollback to {pointer['version']}",
     )
     return pointer
 

@@ -426,9 +426,11 @@ def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     assert primary["metric"] == "mlm_loss" and primary["delta"] == 0 and primary["p_value"] == 1
 
     from flows.cli import main
+    from flows.promote import rollback
 
-    assert main(["promote", "--registry", registry, "--rollback", "--reason", "test"]) == 0
+    assert rollback(registry=registry, reason="test")["version"] == "v1"
     assert reg.production()["version"] == "v1"
+    assert read_artifact("promotion-decision").data.startswith("# Rollback: production is v1 again\n")
     assert [e["event"] for e in reg.log()] == ["promote", "reject", "rollback"]
     assert main(["promote", "--registry", registry, "--rollback"]) == 2  # v1 was the first production
 
