@@ -75,7 +75,7 @@ def downstream_column(result: dict[str, Any]) -> str:
 
 
 def downstream_rows(results: Results, production: str | None) -> list[dict[str, str]]:
-    """The `eval-downstream` table: one row per model (the candidate; production, named `production`,
+    """The `eval-downstream` table: one row per model (the candidate; production, as "production vN",
     when it was fine-tuned; then every baseline of every task, in the fine-tuning report's order), one
     column per task (downstream_column). A cell is the task's metric on its split, the mean over the
     fine-tuning seeds, with its 95% interval over seeds and examples (the fine-tuning report's, when
