@@ -111,7 +111,7 @@ def downstream_rows(results: Results, production: str | None) -> list[dict[str, 
 def downstream_description(results: Results) -> str:
     """What the `eval-downstream` table shows (downstream_rows)."""
     tasks = _tasks(results)
-    splits = ", ".join(
+    splits = "; ".join(
         f"{r.get('task')}: {r.get('split', '?')} split, {len(r.get('seeds') or [])} seed(s)" for r in tasks
     )
     return (
