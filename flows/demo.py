@@ -141,7 +141,7 @@ def summarize(result: dict, seconds: float, prefect_where: str) -> str:
         (
             "Prefect",
             prefect_where
-            + " (artifacts: run-summary on the top-level run; corpus-stats, corpus-report, vocab-stats, instance-stats, training-summary, finetune-<task>, eval-metrics, promotion-decision on their stages' runs; `albert ui --out OUT` shows them)",
+            + " (artifacts: run-summary on the top-level run; corpus-stats, corpus-report, vocab-stats, instance-stats, training-summary, finetune-<task>, eval-metrics, eval-downstream, promotion-decision on their stages' runs; `albert ui --out OUT` shows them)",
         ),
     ]
     return table(rows, "ALBERT factory demo: summary") + "\n\n" + table(where, "Where everything is")

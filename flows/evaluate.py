@@ -21,6 +21,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from core import storage
 from core.errors import UserError
+from core.figures import sig, value_with_interval
 from flows.keys import stage_key
 from flows.prefect_run import logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
@@ -97,7 +98,8 @@ def eval_samples(report: dict) -> tuple[EvalSample, Baselines]:
 
 
 def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
-    """Rows metric | one column per model | baselines, for artifacts and the demo summary."""
+    """Rows metric | one column per model | baselines, raw values: the promote flow's result and the
+    demo summary (the artifacts show eval_metrics_rows)."""
     rows = []
     downstream = sorted(
         {key for model_metrics in columns.values() for key in model_metrics if key.startswith("downstream_")}
@@ -112,6 +114,67 @@ def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
         row["baselines"] = ", ".join(f"{k} {v:.4f}" for k, v in (baselines.get(metric) or {}).items())
         rows.append(row)
     return rows
+
+
+def _accuracy(result: dict | None) -> str:
+    """An accuracy of the report with its 95% Wilson interval, as the artifact shows it."""
+    if not result:
+        return "-"
+    lo, hi = result.get("ci95") or (None, None)
+    return value_with_interval(result["accuracy"], lo, hi)
+
+
+def eval_metrics_rows(reports: dict[str, dict], uniform_loss: float | None) -> list[dict]:
+    """The `eval-metrics` table: one row per metric, one column per model (`albert evaluate` reports
+    on the same eval set, by column name: "candidate", "production v1") and one per trivial baseline,
+    rounded (core.figures), accuracies with their 95% Wilson intervals. The baselines come from the
+    first report (every report's are the same: the same eval set, the same train split):
+      chance    a uniform guess: ln V nats over the vocabulary (uniform_loss, gate_metrics'), ln 2 and
+                50% for the sentence order;
+      majority  always the train split's most frequent label: the most frequent masked token for
+                MLM, the majority sentence order for SOP;
+      unigram   the train split's masked-token frequencies (add-one smoothed) as the prediction."""
+    trivial = next(iter(reports.values()))["baselines"]
+    chance = trivial["sentence_order_chance"]
+    cells = {
+        "mlm_loss": (
+            lambda r: sig(r["masked_lm"]["loss"]),
+            {"chance": sig(uniform_loss), "unigram": sig(trivial["masked_lm_unigram_loss"])},
+        ),
+        "mlm_accuracy": (
+            lambda r: _accuracy(r["masked_lm"]),
+            {"majority": _accuracy(trivial["masked_lm_most_frequent_train_token"])},
+        ),
+        "sop_loss": (lambda r: sig(r["sentence_order"]["loss"]), {"chance": sig(chance["loss"])}),
+        "sop_accuracy": (
+            lambda r: _accuracy(r["sentence_order"]),
+            {
+                "chance": sig(chance["accuracy"]),
+                "majority": _accuracy(trivial["sentence_order_majority_train_label"]),
+            },
+        ),
+    }
+    rows = []
+    for metric, (of_model, baselines) in cells.items():
+        row = {"metric": metric, **{name: of_model(report) for name, report in reports.items()}}
+        rows.append(row | {name: baselines.get(name, "-") for name in ("chance", "majority", "unigram")})
+    return rows
+
+
+def eval_metrics_description(reports: dict[str, dict], compared: str) -> str:
+    """What the `eval-metrics` table compares (`compared`: its first sentence's subject), on which
+    eval set, and what its baselines are (eval_metrics_rows)."""
+    first = next(iter(reports.values()))
+    oracle = first["baselines"]["masked_lm_most_frequent_eval_token_oracle"]
+    return (
+        f"{compared} on the eval split of {first['instances']} ({sig(first['masked_lm']['n'])} masked "
+        f"predictions, {sig(first['sentence_order']['n'])} sentence pairs). "
+        "Losses in nats per prediction; accuracies with 95% Wilson intervals. Baselines: chance = a "
+        "uniform guess (ln V over the vocabulary; ln 2 and 50% for the sentence order); majority = always "
+        "the train split's most frequent label (masked token; sentence order); unigram = the train "
+        "split's masked-token frequencies. The eval split's own most frequent token (an oracle, not a "
+        f"baseline) scores {_accuracy(oracle)}."
+    )
 
 
 def eval_json_path(storage_root: str, checkpoint: str, instances_dir: str) -> tuple[str, str]:
@@ -141,10 +204,11 @@ def evaluate(
         checkpoint, weights, instances_dir, out_json, max_batches, baseline_cache_dir(storage_root)
     )
     metrics, baselines = gate_metrics(report, checkpoint)
+    reports = {"model": report}
     create_table_artifact(
-        table=metrics_table({"model": metrics}, baselines),
+        table=eval_metrics_rows(reports, baselines["mlm_loss"].get("uniform")),
         key="eval-metrics",
-        description=f"held-out metrics of {checkpoint} on {instances_dir} (eval split) next to trivial baselines",
+        description=eval_metrics_description(reports, f"The checkpoint {checkpoint}"),
     )
     logger().info("eval: %s", json.dumps(metrics))
     return {"metrics": metrics, "baselines": baselines, "report": out_json}

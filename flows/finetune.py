@@ -67,14 +67,16 @@ def downstream_task(
     candidate: str, production: str | None, task: str, storage_root: str, extra_args: list[str]
 ) -> dict:
     """One task's result for the gate and the summaries: {"task", "metric", "split", "seeds",
-    "candidate", "scratch", "lift", "lift_ci95", "scratch_fits", "baselines", "differences",
-    "production", "candidate_sample", "production_sample"}. Values are the task's metric (accuracy,
-    or entity F1 for NER) on its test split (dev when it has none), as the mean over the fine-tuning
-    seeds: of the fine-tuned candidate, of the same model trained from scratch, and of the fine-tuned
-    production model (the same seeds, the same split); whether the scratch model fit its training set;
-    every other model's value ("baselines": name -> value) and the candidate minus each with its
-    paired interval over seeds and examples ("differences"); and the candidate's and production's
-    per-(seed, example) scores (promotion.samples.DownstreamSample JSON), which the gate pairs."""
+    "candidate", "scratch", "lift", "lift_ci95", "scratch_fits", "baselines", "ci95", "differences",
+    "production", "production_ci95", "candidate_sample", "production_sample"}. Values are the task's
+    metric (accuracy, or entity F1 for NER) on its test split (dev when it has none), as the mean over
+    the fine-tuning seeds: of the fine-tuned candidate, of the same model trained from scratch, and of
+    the fine-tuned production model (the same seeds, the same split); whether the scratch model fit
+    its training set; every other model's value ("baselines": name -> value); every model's 95%
+    interval over seeds and examples ("ci95": name -> [lo, hi], the candidate's under "pretrained";
+    "production_ci95"); the candidate minus each other model with its paired interval
+    ("differences"); and the candidate's and production's per-(seed, example) scores
+    (promotion.samples.DownstreamSample JSON), which the gate pairs."""
     report = _run(candidate, task, storage_root, extra_args)
     split, metric = report["lift"]["split"], report.get("metric", "accuracy")
     baselines_artifact(report)
@@ -91,14 +93,17 @@ def downstream_task(
         "baselines": {
             name: results[split][metric] for name, results in report["models"].items() if name != "pretrained"
         },
+        "ci95": {name: results[split].get(f"{metric}_ci95") for name, results in report["models"].items()},
         "differences": report.get("differences", {}),
         "production": None,
+        "production_ci95": None,
         "candidate_sample": (report.get("per_example") or {}).get("pretrained"),
         "production_sample": None,
     }
     if production:
         production_report = _run(production, task, storage_root, extra_args)
         out["production"] = production_report["models"]["pretrained"][split][metric]
+        out["production_ci95"] = production_report["models"]["pretrained"][split].get(f"{metric}_ci95")
         out["production_sample"] = (production_report.get("per_example") or {}).get("pretrained")
     logger().info(
         "downstream %s (%s %s, %d seed(s)): candidate %.4f, from scratch %.4f%s, production %s; baselines %s",

@@ -35,6 +35,8 @@ from core.manifest import MANIFEST
 from flows.evaluate import (
     baseline_cache_dir,
     eval_json_path,
+    eval_metrics_description,
+    eval_metrics_rows,
     eval_samples,
     evaluate_checkpoint,
     gate_metrics,
@@ -44,9 +46,15 @@ from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promote_checks import Checked, check_inputs, open_registry
 from flows.stage import DEFAULT_ROOT
 from promotion.decontamination import coverage, task_of
-from promotion.downstream import downstream_baselines, downstream_pairs, with_downstream
+from promotion.downstream import (
+    downstream_baselines,
+    downstream_description,
+    downstream_pairs,
+    downstream_rows,
+    with_downstream,
+)
 from promotion.gate import GateConfig, decide
-from promotion.gate_report import promotion_markdown
+from promotion.gate_report import promotion_markdown, promotion_title
 from promotion.lineage import candidate_lineage
 from promotion.options import PromoteOptions, flag
 from promotion.promote import gate_and_promote
@@ -63,13 +71,15 @@ _CHECKED_BY_THE_COMMAND: contextvars.ContextVar[Checked | None] = contextvars.Co
 
 @dataclass
 class Evaluation:
-    """One model on the frozen eval set: its metrics, its per-sequence sample, and the baselines'."""
+    """One model on the frozen eval set: its metrics, its per-sequence sample, and the baselines'; the
+    `albert evaluate` report they come from (the artifacts show its intervals)."""
 
     metrics: dict
     baselines: dict
     sample: EvalSample
     baseline_sample: Baselines
     weights_sha256: str
+    report: dict
 
 
 def evaluate_afresh(
@@ -81,7 +91,7 @@ def evaluate_afresh(
         checkpoint, weights, checked.instances_dir, out, max_batches, baseline_cache_dir(storage_root)
     )
     metrics, baselines = gate_metrics(report, checkpoint)
-    return Evaluation(metrics, baselines, *eval_samples(report), weights)
+    return Evaluation(metrics, baselines, *eval_samples(report), weights, report)
 
 
 def corpus_manifest(corpus_dir: str | None) -> dict | None:
@@ -175,21 +185,40 @@ def promote(
         candidate_metrics=cand_metrics,
         production_metrics=prod_metrics,
     )
-    _report(result, checked)
+    _report(result, checked, cand, prod, downstream)
     return result
 
 
-def _report(result: dict, checked: Checked) -> None:
-    """The `eval-metrics` table, the `promotion-decision` markdown and a log line."""
+def _report(
+    result: dict, checked: Checked, cand: Evaluation, prod: Evaluation | None, downstream: Any
+) -> None:
+    """The `eval-metrics` table (and `eval-downstream` when tasks were fine-tuned), the
+    `promotion-decision` markdown and a log line. The tables show the evaluations of this run (the
+    whole eval split unless max_batches), the figures the gate decided on."""
+    reports = {"candidate": cand.report}
+    compared = "The candidate, evaluated in this run, against the trivial baselines (no production model yet)"
+    if prod:
+        reports[f"production {checked.production}"] = prod.report
+        compared = (
+            f"The candidate and production {checked.production}, both evaluated in this run, against each "
+            "other and the trivial baselines"
+        )
     create_table_artifact(
-        table=result["table"],
+        table=eval_metrics_rows(reports, cand.baselines["mlm_loss"].get("uniform")),
         key="eval-metrics",
-        description=f"candidate vs production on {checked.instances_dir} (eval split), with the trivial baselines",
+        description=eval_metrics_description(reports, compared)
+        + (" Downstream tasks: the eval-downstream table." if downstream else ""),
     )
+    if downstream:
+        create_table_artifact(
+            table=downstream_rows(downstream, checked.production),
+            key="eval-downstream",
+            description=downstream_description(downstream),
+        )
     create_markdown_artifact(
         markdown=promotion_markdown(result, result["model"], checked.registry.url()),
         key="promotion-decision",
-        description=f"promotion decision for {checked.candidate}",
+        description=f"{promotion_title(result)}: {checked.candidate}",
     )
     logger().info("promotion: %s (%s)", result["event"], "; ".join(result["decision"]["reasons"]))
 
@@ -198,12 +227,14 @@ def _report(result: dict, checked: Checked) -> None:
 @lock.scope()
 def rollback(registry: str = DEFAULT_REGISTRY, model_name: str = DEFAULT_MODEL, reason: str = "") -> dict:
     """Restore the previous production version (refused when it is no longer complete)."""
-    pointer = open_registry(registry, model_name).rollback(reason, flow_run_id())
+    reg = open_registry(registry, model_name)
+    pointer = reg.rollback(reason, flow_run_id())
     create_markdown_artifact(
-        markdown=f"# Rollback of `{model_name}`\n\nproduction is **{pointer['version']}** again "
-        f"(was {pointer['rolled_back_from']}). Reason: {reason or 'not given'}",
+        markdown=f"# Rollback: production is {pointer['version']} again\n\n"
+        f"- registry: `{reg.url()}`, model `{model_name}`\n"
+        f"- production was {pointer['rolled_back_from']}\n- reason: {reason or 'not given'}",
         key="promotion-decision",
-        description="rollback",
+        description=f"rollback to {pointer['version']}",
     )
     return pointer
 

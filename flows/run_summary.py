@@ -95,7 +95,8 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
         )
     gate = "pass" if promotion["decision"]["promote"] else "fail"
     lines.append(
-        f"| {run_link('promotion', promotion.get('flow_run_id'))} | gate {gate} | {verdict} | eval-metrics, promotion-decision |"
+        f"| {run_link('promotion', promotion.get('flow_run_id'))} | gate {gate} | {verdict} | "
+        f"eval-metrics, {'eval-downstream, ' if downstream else ''}promotion-decision |"
     )
     lines += ["", "Reasons:", ""] + [f"- {r}" for r in promotion["decision"]["reasons"]]
     lines += ["", f"Storage: `{storage.dirname(result['registry'])}`; registry `{result['registry']}`."]

