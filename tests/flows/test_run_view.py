@@ -6,11 +6,23 @@ from __future__ import annotations
 import re
 
 from flows.run_names import run_name, run_tags
-from tests.flows.conftest import _post, read_artifact
+from tests.flows.conftest import Artifact, _post
 
 
 def flow_run(flow_run_id: str) -> dict:
     return _post("/flow_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}, "limit": 1})[0]
+
+
+def summary_of(result: dict):
+    """The run-summary artifact of the top-level run that returned `result` (other tests run more)."""
+    parent_task = flow_run(result["corpus"]["flow_run_id"])["parent_task_run_id"]
+    top = _post("/task_runs/filter", {"task_runs": {"id": {"any_": [parent_task]}}, "limit": 1})[0][
+        "flow_run_id"
+    ]
+    body = {"artifacts": {"key": {"any_": ["run-summary"]}, "flow_run_id": {"any_": [top]}}, "limit": 1}
+    found = _post("/artifacts/filter", body)
+    assert found, f"no run-summary on the top-level run {top}"
+    return Artifact(found[0])
 
 
 def test_runs_say_what_they_are(chain):
@@ -21,7 +33,7 @@ def test_runs_say_what_they_are(chain):
     # the stage's own tag only (not its parent's stage:repretrain), and where its outputs went
     assert set(corpus["tags"]) == {"stage:corpus", "storage:local"}
     assert set(pretrain["tags"]) == {"stage:pretrain", "storage:local"}
-    top = flow_run(read_artifact("run-summary").flow_run_id)
+    top = flow_run(summary_of(chain["result"]).flow_run_id)
     assert re.fullmatch(r"repretrain · \d{4}-W\d\d · text · tiny", top["name"]), top["name"]
     assert set(top["tags"]) == {"stage:repretrain", "storage:local"}
     assert top["parent_task_run_id"] is None  # the summary is on the top-level run
@@ -29,7 +41,7 @@ def test_runs_say_what_they_are(chain):
 
 def test_the_top_level_run_summarises_and_links_every_stage(chain):
     r = chain["result"]
-    text = read_artifact("run-summary").data
+    text = summary_of(chain["result"]).data
     title = text.splitlines()[0]
     promotion = r["promotion"]
     verdict = f"PROMOTED as {promotion['version']}" if promotion["event"] == "promote" else "REJECTED"
@@ -59,7 +71,7 @@ def test_names_and_tags_from_parameters():
 def test_no_task_input_is_of_a_type_the_ui_cannot_read(chain):
     """Prefect 3.8.8's UI lists no task run of a run where one has an input of type "flow_run" (a value
     returned by a subflow): repretrain passes the stages plain copies (flows.prefect_run.plain)."""
-    top = read_artifact("run-summary").flow_run_id
+    top = summary_of(chain["result"]).flow_run_id
     task_runs = _post("/task_runs/filter", {"flow_runs": {"id": {"any_": [top]}}, "limit": 50})
     assert task_runs  # the subflows' task runs of the top-level run, at least
     kinds = {ref["input_type"] for run in task_runs for refs in run["task_inputs"].values() for ref in refs}
