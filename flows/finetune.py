@@ -35,7 +35,7 @@ def run_finetune(opts: FinetuneOptions) -> dict:
 
 @stage_task(
     "finetune-checkpoint",
-    task_run_name="finetune · {task_name}",  # what the parent run lists, per task
+    task_run_name="finetune | {task_name}",  # what the parent run lists, per task
     backoff_factor=10,
     retries=1,
     cache_policy=(INPUTS - "checkpoint")

@@ -39,19 +39,20 @@ def training_summary(run_dir: str) -> dict:
 
 
 def eval_scope(last_eval: dict, split_sequences: int | None) -> str:
-    """What the trainer's last eval covered, in words: "trainer's eval at step 250: 320 of 905 eval
-    sequences". Records written before the trainer counted its sequences say "the first batches"."""
-    where = f"trainer's eval at step {last_eval.get('step')}"
+    """What the trainer's last eval covered, short enough for a table cell: "trainer's eval, step 250:
+    320 of 905 sequences" (of the eval split). Records written before the trainer counted its
+    sequences say "first batches"."""
+    where = f"trainer's eval, step {last_eval.get('step')}"
     seen = last_eval.get("sequences")
     if seen is None:
-        return f"{where}: the first batches of the eval split"
+        return f"{where}: first batches"
     if split_sequences is None:
-        return f"{where}: {sig(seen)} eval sequences"
+        return f"{where}: {sig(seen)} sequences"
     if seen < split_sequences:
-        return f"{where}: {sig(seen)} of {sig(split_sequences)} eval sequences"
+        return f"{where}: {sig(seen)} of {sig(split_sequences)} sequences"
     if seen == split_sequences:
-        return f"{where}: all {sig(split_sequences)} eval sequences"
-    return f"{where}: {sig(seen)} sequences, the {sig(split_sequences)} eval sequences read more than once"
+        return f"{where}: all {sig(split_sequences)} sequences"
+    return f"{where}: {sig(seen)} sequences ({sig(split_sequences)} repeated)"
 
 
 def training_rows(summary: dict, split_sequences: int | None) -> list[dict]:

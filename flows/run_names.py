@@ -1,7 +1,7 @@
 """What a flow run is called and tagged, so that a user tells runs apart in the Prefect UI.
 
 Prefect names a run at random (smooth-frog) unless the flow gives a name. Each stage flow names its runs
-from their parameters: "corpus · peoples-daily", "pretrain · tiny · 250 steps", "repretrain · 2026-W48"
+from their parameters: "corpus | peoples-daily", "pretrain | tiny | 250 steps", "repretrain | 2026-W48"
 (the ISO week of the run's scheduled start, which is what a weekly schedule's run is about). Tags: the
 stage ("stage:pretrain") and where the outputs go ("storage:local" or "storage:gs"), on the run and,
 through Prefect's tag context, on the subflow runs it starts.
@@ -15,7 +15,7 @@ from typing import Any
 
 from core import storage
 
-SEP = " · "
+SEP = " | "  # the run graph's font has no middle dot
 
 
 def _sources(p: dict) -> str:
@@ -61,7 +61,7 @@ STAGE_NAMES = {  # what a user calls the stage
 
 
 def run_name(flow: str, parameters: dict) -> str:
-    """ "corpus · peoples-daily · DirectRunner" for a build-corpus run with those parameters."""
+    """ "corpus | peoples-daily | DirectRunner" for a build-corpus run with those parameters."""
     parts = PARTS.get(flow, lambda p: [])(parameters)
     return SEP.join([STAGE_NAMES.get(flow, flow), *[x for x in parts if x]])
 

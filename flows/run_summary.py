@@ -78,27 +78,31 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
         f"Production is now **{promotion.get('production') or 'none'}** (model `{promotion.get('model', 'albert')}`)."
         + (f" Took {sig(minutes, 3)} min." if minutes is not None else ""),
         "",
-        "| stage | outcome | figures | artifacts |",
-        "|---|---|---|---|",
+        "| stage | outcome | figures |",
+        "|---|---|---|",
     ]
-    for key, (label, artifacts) in STAGES.items():
+    for key, (label, _) in STAGES.items():
         stage = result.get(key) or {}
         lines.append(
-            f"| {run_link(label, stage.get('flow_run_id'))} | {_outcome(stage)} | {DETAILS[key](stage)} | {artifacts} |"
+            f"| {run_link(label, stage.get('flow_run_id'))} | {_outcome(stage)} | {DETAILS[key](stage)} |"
         )
     downstream = result.get("downstream") or []
     for task in [downstream] if isinstance(downstream, dict) else downstream:
         production = "" if task.get("production") is None else f", production {sig(task['production'])}"
         lines.append(
             f"| fine-tuning: {task['task']} | {task['split']} {task['metric']} | candidate {sig(task['candidate'])}, "
-            f"from scratch {sig(task['scratch'])}{production} | finetune-{task['task']} |"
+            f"from scratch {sig(task['scratch'])}{production} |"
         )
     gate = "pass" if promotion["decision"]["promote"] else "fail"
-    lines.append(
-        f"| {run_link('promotion', promotion.get('flow_run_id'))} | gate {gate} | {verdict} | "
-        f"eval-metrics, {'eval-downstream, ' if downstream else ''}promotion-decision |"
-    )
+    lines.append(f"| {run_link('promotion', promotion.get('flow_run_id'))} | gate {gate} | {verdict} |")
     lines += ["", "Reasons:", ""] + [f"- {r}" for r in promotion["decision"]["reasons"]]
+    shown = [f"{label}: {artifacts}" for label, artifacts in STAGES.values()]
+    shown.append(
+        "promotion: eval-metrics, " + ("eval-downstream, " if downstream else "") + "promotion-decision"
+    )
+    if downstream:
+        shown.append("this run: finetune-<task> per task")
+    lines += ["", "Each stage's run holds its own artifacts (" + "; ".join(shown) + ")."]
     lines += ["", f"Storage: `{storage.dirname(result['registry'])}`; registry `{result['registry']}`."]
     return "\n".join(lines)
 

@@ -168,22 +168,22 @@ def test_training_rows_are_rounded_and_say_what_the_eval_covered():
     assert ("train MLM accuracy", "0.06830") in values and ("eval MLM loss", "6.298") in values
     evals = [r for r in rows if r["figure"].startswith("eval ")]
     assert len(evals) == 3
-    assert {r["measured on"] for r in evals} == {"trainer's eval at step 250: 320 of 905 eval sequences"}
+    assert {r["measured on"] for r in evals} == {"trainer's eval, step 250: 320 of 905 sequences"}
     assert not any("/" in r["value"] or "/x/" in r["measured on"] for r in rows)  # paths: the description
 
 
 @pytest.mark.parametrize(
     "sequences, split, scope",
     [
-        (905, 905, "all 905 eval sequences"),
-        (160, 40, "160 sequences, the 40 eval sequences read more than once"),
-        (320, None, "320 eval sequences"),
-        (None, 905, "the first batches of the eval split"),  # a record from before the count
+        (905, 905, "all 905 sequences"),
+        (160, 40, "160 sequences (40 repeated)"),
+        (320, None, "320 sequences"),
+        (None, 905, "first batches"),  # a record from before the count
     ],
 )
 def test_training_rows_name_the_eval_scope_in_every_case(sequences, split, scope):
     rows = training_rows(training_summary(sequences), split_sequences=split)
-    assert rows[-1]["measured on"] == f"trainer's eval at step 250: {scope}"
+    assert rows[-1]["measured on"] == f"trainer's eval, step 250: {scope}"
 
 
 # ----------------------------------------------------------------------- the chain's artifacts, read back
@@ -258,8 +258,8 @@ def test_chain_training_summary_labels_its_eval_figures(chain):
     assert last_eval["sequences"] == 20 * 8  # eval_batches (default) batches of the chain's batch of 8
     split = chain["result"]["instances"]["summary"]["eval"]["instances"]
     mlm = next(row for row in rows if row["figure"] == "eval MLM loss")
-    assert mlm["measured on"].startswith("trainer's eval at step 4: 160 ")
-    assert f"{split:,} eval sequences" in mlm["measured on"]
+    assert mlm["measured on"].startswith("trainer's eval, step 4: 160 ")
+    assert f"{split:,}" in mlm["measured on"]
 
 
 def test_training_rows_of_a_run_that_logged_no_window():

@@ -28,13 +28,13 @@ def summary_of(result: dict):
 def test_runs_say_what_they_are(chain):
     r = chain["result"]
     corpus, pretrain = flow_run(r["corpus"]["flow_run_id"]), flow_run(r["pretrain"]["flow_run_id"])
-    assert corpus["name"] == "corpus · text · DirectRunner"
-    assert pretrain["name"] == "pretrain · tiny · 4 steps · auto"
+    assert corpus["name"] == "corpus | text | DirectRunner"
+    assert pretrain["name"] == "pretrain | tiny | 4 steps | auto"
     # the stage's own tag only (not its parent's stage:repretrain), and where its outputs went
     assert set(corpus["tags"]) == {"stage:corpus", "storage:local"}
     assert set(pretrain["tags"]) == {"stage:pretrain", "storage:local"}
     top = flow_run(summary_of(chain["result"]).flow_run_id)
-    assert re.fullmatch(r"repretrain · \d{4}-W\d\d · text · tiny", top["name"]), top["name"]
+    assert re.fullmatch(r"repretrain \| \d{4}-W\d\d \| text \| tiny", top["name"]), top["name"]
     assert set(top["tags"]) == {"stage:repretrain", "storage:local"}
     assert top["parent_task_run_id"] is None  # the summary is on the top-level run
 
@@ -60,10 +60,10 @@ def test_the_top_level_run_summarises_and_links_every_stage(chain):
 def test_names_and_tags_from_parameters():
     assert run_name(
         "build-corpus", {"sources": ["zhwiki:a", "zhwiki:b", "news2016zh:c"], "runner": "DataflowRunner"}
-    ) == ("corpus · zhwiki+news2016zh · DataflowRunner")
+    ) == ("corpus | zhwiki+news2016zh | DataflowRunner")
     assert run_name(
         "promote", {"model_name": "albert-base", "candidate": "gs://b/runs/k/checkpoints/step-250/"}
-    ) == ("promote · albert-base · step-250")
+    ) == ("promote | albert-base | step-250")
     assert run_tags("pretrain", {"storage_root": "gs://bucket/factory"}) == ["stage:pretrain", "storage:gs"]
     assert run_tags("evaluate", {}) == ["stage:evaluate"]
 
