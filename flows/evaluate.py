@@ -133,8 +133,18 @@ def evaluate(
     storage_root: str = DEFAULT_ROOT,
     max_batches: int | None = None,
 ) -> dict:
-    """Evaluate a checkpoint folder on the eval split of an instances folder.
-    Returns {"metrics", "baselines", "report"}."""
+    """Evaluate a checkpoint folder on the eval split of an instances folder, next to the trivial
+    baselines.
+
+    Args:
+        checkpoint: a checkpoint folder, or a run folder (its newest checkpoint).
+        instances_dir: an instances folder; its eval split is evaluated.
+        storage_root: folder or gs:// URL under which the reports are written (evals/).
+        max_batches: evaluate only this many batches; None: the whole eval split.
+
+    Returns:
+        {"metrics", "baselines", "report"}.
+    """
     checkpoint, instances_dir = storage.absolute(checkpoint), storage.absolute(instances_dir)
     out_json, weights = eval_json_path(storage_root, checkpoint, instances_dir)
     report = evaluate_checkpoint(
