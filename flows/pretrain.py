@@ -40,7 +40,17 @@ from core import config_cli, storage
 from core.errors import UserError
 from flows import preflight
 from flows.keys import output_hashes, stage_key
-from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision, PretrainDeployment
+from flows.params import (
+    Backend,
+    Device,
+    MicroBatch,
+    ModelConfig,
+    Optimizer,
+    Precision,
+    PretrainDeployment,
+    or_default,
+    trainer_default,
+)
 from flows.prefect_run import flow_run_id, logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
 from flows.stage_options import given_options
@@ -262,13 +272,13 @@ def pretrain(
     batch_size: int = 32,
     micro_batch_size: MicroBatch = None,
     optimizer: Optimizer = "lamb",
-    lr: float | None = None,
-    warmup_steps: int | None = None,
+    lr: or_default(float, trainer_default("lr")) = None,
+    warmup_steps: or_default(int, trainer_default("warmup_steps")) = None,
     seed: int = 12345,
-    init_checkpoint: str | None = None,
-    save_every: int | None = 100,
-    log_every: int | None = 10,
-    eval_every: int | None = None,
+    init_checkpoint: or_default(str, "random weights", "a checkpoint folder") = None,
+    save_every: or_default(int, trainer_default("save_every")) = 100,
+    log_every: or_default(int, trainer_default("log_every")) = 10,
+    eval_every: or_default(int, "at the end only") = None,
     device: Device = "auto",
     precision: Precision = "auto",
     extra_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
@@ -277,7 +287,7 @@ def pretrain(
     backend: Backend = "local",
     deployment: PretrainDeployment = "pretrain/gpu-vertex",
     job_variables: dict[str, Any] = {},  # noqa: B006
-    run_dir: str | None = None,
+    run_dir: or_default(str, "runs/<key> under storage_root", "a folder") = None,
     timeout_minutes: float = 7 * 24 * 60,
     stop_grace_seconds: float = STOP_GRACE_S,
 ) -> dict:
@@ -296,13 +306,13 @@ def pretrain(
             accumulation); "auto": the largest the GPU's memory holds; None: the whole per-rank
             batch at once.
         optimizer: lamb (ALBERT's) or adamw.
-        lr: peak learning rate; None: 1.76e-3.
-        warmup_steps: linear warm-up steps; None: 100.
+        lr: peak learning rate; None: the trainer's default.
+        warmup_steps: linear warm-up steps; None: the trainer's default.
         seed: of initialisation and data order.
         init_checkpoint: start from these weights (a checkpoint folder) instead of random ones;
             re-pretraining continues from production. None: from scratch.
-        save_every: write a checkpoint every this many steps; None: 500.
-        log_every: log the loss every this many steps; None: 10.
+        save_every: write a checkpoint every this many steps; None: the trainer's default.
+        log_every: log the loss every this many steps; None: the trainer's default.
         eval_every: evaluate on held-out batches every this many steps; None: at the end only.
         device: auto (cuda if there is one, XLA where PJRT_DEVICE is set, else cpu), cpu, cuda,
             cuda:N or tpu.

@@ -40,6 +40,7 @@ from flows.evaluate import (
     gate_metrics,
     metrics_table,
 )
+from flows.params import Downstream, or_default
 from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promote_checks import Checked, check_inputs, open_registry
 from flows.stage import DEFAULT_ROOT
@@ -98,14 +99,14 @@ def promote(
     candidate: str,
     registry: str = DEFAULT_REGISTRY,
     model_name: str = DEFAULT_MODEL,
-    instances_dir: str | None = None,
+    instances_dir: or_default(str, "the candidate's", "an instances folder") = None,
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
-    downstream: list[dict[str, Any]] | dict[str, Any] | None = None,
-    lineage: dict | None = None,
-    spm_model: str | None = None,
-    max_batches: int | None = None,
+    downstream: Downstream = None,
+    lineage: or_default(dict[str, Any], "no lineage") = None,
+    spm_model: or_default(str, "lineage's vocab_dir", "a file") = None,
+    max_batches: or_default(int, "all") = None,
 ) -> dict:
     """Evaluate candidate and production on the same eval set, gate (promotion/gate.py), register and
     promote.

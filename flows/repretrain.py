@@ -28,6 +28,8 @@ from flows.params import (
     PretrainDeployment,
     Runner,
     WholeWord,
+    or_default,
+    trainer_default,
 )
 from flows.prefect_run import logger, stage_flow
 from flows.pretrain import pretrain
@@ -59,24 +61,24 @@ def repretrain(
     micro_batch_size: MicroBatch = None,
     optimizer: Optimizer = "lamb",
     precision: Precision = "auto",
-    lr: float | None = None,
-    warmup_steps: int | None = None,
+    lr: or_default(float, trainer_default("lr")) = None,
+    warmup_steps: or_default(int, trainer_default("warmup_steps")) = None,
     seed: int = 12345,
     continue_from_production: bool = True,
-    init_checkpoint: str | None = None,
+    init_checkpoint: or_default(str, "production, if any", "a checkpoint folder") = None,
     pretrain_backend: Backend = "local",
     pretrain_deployment: PretrainDeployment = "pretrain/gpu-vertex",
     gpu_job: dict[str, Any] = {},  # noqa: B006
     nproc_per_node: int = 1,
     pretrain_args: list[str] = [],  # noqa: B006
-    eval_instances: str | None = None,
+    eval_instances: or_default(str, "this run's eval split", "an instances folder") = None,
     model_name: str = DEFAULT_MODEL,
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
     finetune_tasks: list[FinetuneTask] = [],  # noqa: B006
     finetune_args: list[str] = [],  # noqa: B006
-    max_eval_batches: int | None = None,
+    max_eval_batches: or_default(int, "all") = None,
 ) -> dict:
     """Re-pretrain on the (newest) corpus and gate the candidate against production.
 
@@ -109,8 +111,8 @@ def repretrain(
             the whole per-rank batch at once.
         optimizer: lamb (ALBERT's) or adamw.
         precision: auto (bf16 autocast on cuda, fp32 elsewhere), bf16 or fp32.
-        lr: peak learning rate; None: 1.76e-3.
-        warmup_steps: linear warm-up steps; None: 100.
+        lr: peak learning rate; None: the trainer's default.
+        warmup_steps: linear warm-up steps; None: the trainer's default.
         seed: of every stage (vocabulary sample, instances, pretraining).
         continue_from_production: start from the production model's weights, with its vocabulary;
             without a production model (or when false) a vocabulary is trained and the model starts
