@@ -3,7 +3,9 @@ and for stage tasks the retry policy (flows/retry.py); the run logger and the fl
 
 from __future__ import annotations
 
+import inspect
 import logging
+import typing
 from typing import Any
 
 from prefect import get_run_logger
@@ -18,10 +20,22 @@ RESULTS = "json"
 
 
 def stage_flow(name: str):
-    """Prefect's @flow as every flow here uses it: a failure artifact, JSON results."""
+    """Prefect's @flow as every flow here uses it: a failure artifact, JSON results, annotations
+    evaluated (`evaluated_annotations`)."""
     from prefect import flow
 
-    return flow(name=name, on_failure=[flow_failure_artifact], result_serializer=RESULTS)
+    decorate = flow(name=name, on_failure=[flow_failure_artifact], result_serializer=RESULTS)
+    return lambda fn: decorate(evaluated_annotations(fn))
+
+
+def evaluated_annotations(fn):
+    """`fn`, its parameter annotations evaluated in its own module. Prefect checks a run's parameters
+    against the annotations of the function it is given, resolving their names in that function's
+    globals: for a flow under another decorator (promote's lock scope) those are the decorator's
+    module's, where the parameter types of flows/params.py are unknown and every run would fail."""
+    target = inspect.unwrap(fn)
+    target.__annotations__ = typing.get_type_hints(target, include_extras=True)
+    return fn
 
 
 def stage_task(name: str, backoff_factor: float = 30, retries: int = 2, **options: Any):

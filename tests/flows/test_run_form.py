@@ -164,7 +164,7 @@ def _rotations(properties: dict) -> list[dict]:
         if not values:
             continue
         offered[param] = [values, []] if prop.get("type") == "array" else values
-    longest = max(len(values) for values in offered.values())
+    longest = max((len(values) for values in offered.values()), default=1)
     return [{param: values[i % len(values)] for param, values in offered.items()} for i in range(longest)]
 
 
@@ -175,7 +175,7 @@ def test_what_the_dropdowns_offer_starts_a_deployment_run():
     from prefect.client.orchestration import get_client
 
     specs, pools = load_specs()
-    specs = [s for s in specs if s.full_name in ("repretrain/sample", "pretrain/local")]
+    specs = [s for s in specs if s.full_name in ("repretrain/sample", "pretrain/local", "promote/local")]
     ensure_pools(pools, os.path.join(REPO_ROOT, "infra"), log=lambda *_: None)
     ids = apply(specs, log=lambda *_: None)
 
@@ -189,19 +189,24 @@ def test_what_the_dropdowns_offer_starts_a_deployment_run():
 
     for spec in specs:
         schema = asyncio.run(read_schema(ids[spec.full_name]))  # what the UI draws the form from
-        assert schema["properties"]["config"]["anyOf"][0]["enum"][0] == "tiny"
         parameter_sets = _rotations(schema["properties"])
-        # and the other branches of the unions: a config file, a number of sequences, none
-        parameter_sets.append({"config": "gs://bucket/albert_config.json", "micro_batch_size": 64})
-        parameter_sets.append({"micro_batch_size": None})
+        if spec.flow.name != "promote":  # the other branches: a config file, a number of sequences, none
+            parameter_sets.append({"config": "gs://bucket/albert_config.json", "micro_batch_size": 64})
+            parameter_sets.append({"micro_batch_size": None, "lr": 1e-3})
         if spec.flow.name == "pretrain":
             parameter_sets.append({"device": "cuda:1", "deployment": "pretrain/gpu-rehearsal"})
-        required = {"instances_dir": "out/instances/x"} if spec.flow.name == "pretrain" else {}
+        if spec.flow.name == "promote":  # under a lock-scope decorator (flows/prefect_run.py)
+            parameter_sets.append({"max_batches": 2, "downstream": [{"task": "snownlp-sentiment"}]})
+        required = {"pretrain": {"instances_dir": "out/instances/x"}, "promote": {"candidate": "c"}}.get(
+            spec.flow.name, {}
+        )
         for param, prop in schema["properties"].items():  # every value offered is tried
             tried = [p[param] for p in parameter_sets if param in p]
             tried = [v for t in tried for v in (t if isinstance(t, list) else [t])]
-            assert set(_offered(prop)) <= set(tried), param
-        required = {"instances_dir": "out/instances/x"} if spec.flow.name == "pretrain" else {}
+            assert all(v in tried for v in _offered(prop)), param
+        required = {"pretrain": {"instances_dir": "out/instances/x"}, "promote": {"candidate": "c"}}.get(
+            spec.flow.name, {}
+        )
         for parameters in parameter_sets:
             parameters = {**required, **parameters}
             run = asyncio.run(create(ids[spec.full_name], parameters))
@@ -209,5 +214,6 @@ def test_what_the_dropdowns_offer_starts_a_deployment_run():
             # the flow run's own check when it starts, which keeps every value as it is ("auto", 64)
             validated = spec.flow.validate_parameters({**spec.parameters, **parameters})
             assert {k: validated[k] for k in parameters} == parameters
-        with pytest.raises(Exception, match="micro_batch_size"):
-            asyncio.run(create(ids[spec.full_name], {**required, "micro_batch_size": "max"}))
+        with pytest.raises(Exception, match="max_batches|micro_batch_size"):
+            bad = {"max_batches": "all"} if spec.flow.name == "promote" else {"micro_batch_size": "max"}
+            asyncio.run(create(ids[spec.full_name], {**required, **bad}))
