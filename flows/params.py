@@ -1,4 +1,4 @@
-"""Types of the flow parameters that take one of a fixed set of values.
+"""Types of the flow parameters that take one of a fixed set of values, and the run form they draw.
 
 Prefect builds each flow's parameter schema from these annotations: a value outside the set is refused
 when a run is created (by pydantic for a flow called from Python, by the server's schema check for a
@@ -13,8 +13,11 @@ The same schema draws the run form of the Prefect UI (both its UIs, v1 and v2):
   branch is a dropdown. pydantic would write a one-value Literal as `{"const": "auto"}`, which the v1
   form shows as "... is a const and cannot be changed" over an empty box; `form()` writes the branches
   itself (an `enum`, never a `const`). The set's branch comes first: the v1 form opens a string value
-  on the first string branch.
-Descriptions come from each flow's docstring (its Google-style "Args:" section), not from here.
+  on the first string branch;
+- an optional value whose None stands for a default set elsewhere (`or_default`) names that default on
+  its None toggle ("None: 0.00176") instead of Prefect's bare "None".
+Descriptions come from each flow's docstring (its Google-style "Args:" section), not from here: Prefect
+replaces a `Field(description=...)` given in an annotation by the docstring's (or by none).
 
 The sets mirror the stages' own choices; tests/flows/test_params.py checks that they stay equal.
 """
