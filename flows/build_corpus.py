@@ -143,12 +143,23 @@ def build_corpus(
     timeout_minutes: float = 24 * 60,
     max_dead_letter_fraction: float = 0.01,
 ) -> dict:
-    """Build (or reuse) the corpus of `sources` (KIND:PATH, see `albert corpus --help`).
+    """Build (or reuse) the cleaned, deduplicated, segmented corpus of `sources`.
 
-    options: CorpusOptions overrides, e.g. {"min_chars": 100}. newest_only: per glob, only the newest
-    file. max_dead_letter_fraction: past this share of dead letters the stage fails (it decides
-    whether the corpus is published, not what it holds: not part of the key).
-    Returns {"dir", "key", "reused", "counts"}."""
+    Args:
+        sources: inputs as KIND:PATH, KIND one of zhwiki, wiki2019zh, news2016zh, text, peoples-daily;
+            PATH a file, glob or URL ("peoples-daily:" alone is the bundled sample).
+        storage_root: folder or gs:// URL under which the stage writes corpus/<key>/.
+        runner: the Beam runner.
+        beam_args: more Beam options for the runner, e.g. ["--project=p", "--region=r"].
+        options: overrides of the corpus options of `albert corpus`, e.g. {"min_chars": 100}.
+        newest_only: per glob, read only the newest file (the newest dump).
+        timeout_minutes: the stage fails after this long.
+        max_dead_letter_fraction: the stage fails past this share of dead letters; it decides whether
+            the corpus is published, not what it holds (not part of the key).
+
+    Returns:
+        {"dir", "key", "reused", "counts"}.
+    """
     if newest_only:
         sources = newest_sources(sources)
     key, corpus_options, inputs = corpus_key(sources, options)  # the one read of the inputs in this run

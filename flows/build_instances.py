@@ -92,9 +92,31 @@ def build_instances(
     timeout_minutes: float = 24 * 60,
     max_dead_letter_fraction: float = 0.01,
 ) -> dict:
-    """Build (or reuse) the pretraining instances. Returns {"dir", "key", "reused", "summary"}.
-    max_dead_letter_fraction: past this share of malformed documents the stage fails (not part of
-    the key: it decides whether the instances are published, not what they hold)."""
+    """Build (or reuse) the pretraining instances (SOP pairs with MLM masks, TFRecords).
+
+    Args:
+        corpus_dir: a corpus folder of the corpus stage (build_corpus's "dir").
+        vocab_dir: a folder holding spm.model (train_vocab's "dir", or a registry version).
+        storage_root: folder or gs:// URL under which the stage writes instances/<key>/.
+        max_seq_length: tokens per sequence.
+        max_predictions: masked positions per sequence, at most.
+        masked_lm_prob: share of the tokens masked.
+        dupe_factor: copies of every document, each with other masks.
+        ngram: longest n-gram of whole words masked together.
+        whole_word: word boundaries for masking: zh = Chinese segmenter, sp = SentencePiece pieces,
+            gold = the documents' own words, none = per token.
+        eval_fraction: share of the documents held out for evaluation (by id hash).
+        seed: of masking and pairing.
+        runner: the Beam runner.
+        beam_args: more Beam options for the runner; instance options given here go over these
+            parameters.
+        timeout_minutes: the stage fails after this long.
+        max_dead_letter_fraction: the stage fails past this share of malformed documents; it decides
+            whether the instances are published, not what they hold (not part of the key).
+
+    Returns:
+        {"dir", "key", "reused", "summary"}.
+    """
     options = {
         "max_seq_length": max_seq_length,
         "max_predictions": max_predictions,

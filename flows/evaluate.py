@@ -23,6 +23,7 @@ from core import storage
 from core.errors import UserError
 from core.figures import sig, value_with_interval
 from flows.keys import stage_key
+from flows.params import or_default
 from flows.prefect_run import logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
 from promotion.samples import Baselines, EvalSample
@@ -194,10 +195,20 @@ def evaluate(
     checkpoint: str,
     instances_dir: str,
     storage_root: str = DEFAULT_ROOT,
-    max_batches: int | None = None,
+    max_batches: or_default(int, "all") = None,
 ) -> dict:
-    """Evaluate a checkpoint folder on the eval split of an instances folder.
-    Returns {"metrics", "baselines", "report"}."""
+    """Evaluate a checkpoint folder on the eval split of an instances folder, next to the trivial
+    baselines.
+
+    Args:
+        checkpoint: a checkpoint folder, or a run folder (its newest checkpoint).
+        instances_dir: an instances folder; its eval split is evaluated.
+        storage_root: folder or gs:// URL under which the reports are written (evals/).
+        max_batches: evaluate only this many batches; None: the whole eval split.
+
+    Returns:
+        {"metrics", "baselines", "report"}.
+    """
     checkpoint, instances_dir = storage.absolute(checkpoint), storage.absolute(instances_dir)
     out_json, weights = eval_json_path(storage_root, checkpoint, instances_dir)
     report = evaluate_checkpoint(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import typing
 from typing import Any
 
 from prefect import Flow, get_run_logger
@@ -22,11 +23,12 @@ RESULTS = "json"
 
 def stage_flow(name: str):
     """Prefect's @flow as every flow here uses it: a failure artifact, JSON results, runs named from
-    their parameters and tagged with their stage and storage kind (flows/run_names.py)."""
+    their parameters and tagged with their stage and storage kind (flows/run_names.py), annotations
+    evaluated (`evaluated_annotations`)."""
 
     def decorate(fn):
         return StageFlow(
-            fn,
+            evaluated_annotations(fn),
             name=name,
             flow_run_name=current_run_name(name),
             on_failure=[flow_failure_artifact],
@@ -60,6 +62,16 @@ def plain(value: Any) -> Any:
     "No task runs". Equal values in new objects carry no such link (the price: no arrows between the
     stages in the run graph)."""
     return json.loads(json.dumps(value))
+
+
+def evaluated_annotations(fn):
+    """`fn`, its parameter annotations evaluated in its own module. Prefect checks a run's parameters
+    against the annotations of the function it is given, resolving their names in that function's
+    globals: for a flow under another decorator (promote's lock scope) those are the decorator's
+    module's, where the parameter types of flows/params.py are unknown and every run would fail."""
+    target = inspect.unwrap(fn)
+    target.__annotations__ = typing.get_type_hints(target, include_extras=True)
+    return fn
 
 
 def stage_task(name: str, backoff_factor: float = 30, retries: int = 2, **options: Any):

@@ -40,7 +40,17 @@ from core import config_cli, storage
 from core.errors import UserError
 from flows import preflight
 from flows.keys import output_hashes, stage_key
-from flows.params import Backend, Device, MicroBatch, ModelConfig, Optimizer, Precision
+from flows.params import (
+    Backend,
+    Device,
+    MicroBatch,
+    ModelConfig,
+    Optimizer,
+    Precision,
+    PretrainDeployment,
+    or_default,
+    trainer_default,
+)
 from flows.prefect_run import flow_run_id, logger, stage_flow, stage_task
 from flows.pretrain_artifact import training_artifact, training_summary
 from flows.stage import DEFAULT_ROOT, run_stage, stage_dir
@@ -220,34 +230,69 @@ def pretrain(
     batch_size: int = 32,
     micro_batch_size: MicroBatch = None,
     optimizer: Optimizer = "lamb",
-    lr: float | None = None,
-    warmup_steps: int | None = None,
+    lr: or_default(float, trainer_default("lr")) = None,
+    warmup_steps: or_default(int, trainer_default("warmup_steps")) = None,
     seed: int = 12345,
-    init_checkpoint: str | None = None,
-    save_every: int | None = 100,
-    log_every: int | None = 10,
-    eval_every: int | None = None,
+    init_checkpoint: or_default(str, "random weights", "a checkpoint folder") = None,
+    save_every: or_default(int, trainer_default("save_every")) = 100,
+    log_every: or_default(int, trainer_default("log_every")) = 10,
+    eval_every: or_default(int, "at the end only") = None,
     device: Device = "auto",
     precision: Precision = "auto",
     extra_args: list[str] = [],  # noqa: B006 - Prefect parameters are copied per run
     nproc_per_node: int = 1,
     nnodes: int = 1,
     backend: Backend = "local",
-    deployment: str = "pretrain/gpu-vertex",
+    deployment: PretrainDeployment = "pretrain/gpu-vertex",
     job_variables: dict[str, Any] = {},  # noqa: B006
-    run_dir: str | None = None,
+    run_dir: or_default(str, "runs/<key> under storage_root", "a folder") = None,
     timeout_minutes: float = 7 * 24 * 60,
     stop_grace_seconds: float = STOP_GRACE_S,
 ) -> dict:
     """Pretrain (or reuse, or resume) a model on an instances folder.
 
-    config: a preset (tiny, base, large, xlarge, xxlarge) or a config JSON. init_checkpoint: start
-    from these weights (re-pretraining continues from production). backend: "local" runs the trainer
-    here (torchrun when nproc_per_node/nnodes > 1); "deployment" hands this flow to `deployment` on its
-    work pool with `job_variables` (e.g. {"image": ..., "machine_type": ..., "accelerator_type": ...,
-    "accelerator_count": 8}). stop_grace_seconds: how long a cancelled run waits for the trainer to
-    finish its step and write its checkpoint before killing it (default 300 s).
-    Returns {"dir", "key", "reused", "checkpoint", "summary"}."""
+    A parameter left at None takes `albert pretrain`'s default (`albert pretrain --help`).
+
+    Args:
+        instances_dir: an instances folder (build_instances's "dir").
+        storage_root: folder or gs:// URL under which the run writes runs/<key>/.
+        config: the model: a preset (tiny, base, large, xlarge, xxlarge; bert_base, bert_large for the
+            BERT baselines) or a config JSON file, by path or URL.
+        steps: optimizer steps.
+        batch_size: sequences per optimizer step, over all ranks.
+        micro_batch_size: sequences per rank per forward pass (the rest of the batch is gradient
+            accumulation); "auto": the largest the GPU's memory holds; None: the whole per-rank
+            batch at once.
+        optimizer: lamb (ALBERT's) or adamw.
+        lr: peak learning rate; None: the trainer's default.
+        warmup_steps: linear warm-up steps; None: the trainer's default.
+        seed: of initialisation and data order.
+        init_checkpoint: start from these weights (a checkpoint folder) instead of random ones;
+            re-pretraining continues from production. None: from scratch.
+        save_every: write a checkpoint every this many steps; None: the trainer's default.
+        log_every: log the loss every this many steps; None: the trainer's default.
+        eval_every: evaluate on held-out batches every this many steps; None: at the end only.
+        device: auto (cuda if there is one, XLA where PJRT_DEVICE is set, else cpu), cpu, cuda,
+            cuda:N or tpu.
+        precision: auto (bf16 autocast on cuda, fp32 elsewhere), bf16 or fp32.
+        extra_args: more `albert pretrain` options, over these parameters, e.g.
+            ["--parallel", "fsdp"].
+        nproc_per_node: trainer processes (GPUs or TPU chips) per node; torchrun when > 1.
+        nnodes: nodes (torchrun's rendezvous at $ALBERT_RDZV_ENDPOINT when > 1).
+        backend: local runs the trainer here; deployment hands this flow to `deployment` on its work
+            pool with `job_variables` (the storage root must then be shared, gs://...).
+        deployment: the deployment (FLOW/NAME) that backend=deployment hands the run to.
+        job_variables: the job spec of that deployment's work pool, e.g. {"image": ...,
+            "machine_type": ..., "accelerator_type": ..., "accelerator_count": 8}.
+        run_dir: the run folder; None: runs/<key> under storage_root (a handed-over run gets its
+            parent's).
+        timeout_minutes: the run fails after this long.
+        stop_grace_seconds: how long a cancelled run waits for the trainer to finish its step and
+            write its checkpoint before killing it.
+
+    Returns:
+        {"dir", "key", "reused", "checkpoint", "summary"}.
+    """
     options = {
         "config": config,
         "steps": steps,

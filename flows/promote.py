@@ -42,6 +42,7 @@ from flows.evaluate import (
     gate_metrics,
     metrics_table,
 )
+from flows.params import Downstream, or_default
 from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promote_checks import Checked, check_inputs, open_registry
 from flows.stage import DEFAULT_ROOT
@@ -108,22 +109,40 @@ def promote(
     candidate: str,
     registry: str = DEFAULT_REGISTRY,
     model_name: str = DEFAULT_MODEL,
-    instances_dir: str | None = None,
+    instances_dir: or_default(str, "the candidate's", "an instances folder") = None,
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
-    downstream: list[dict[str, Any]] | dict[str, Any] | None = None,
-    lineage: dict | None = None,
-    spm_model: str | None = None,
-    max_batches: int | None = None,
+    downstream: Downstream = None,
+    lineage: or_default(dict[str, Any], "no lineage") = None,
+    spm_model: or_default(str, "lineage's vocab_dir", "a file") = None,
+    max_batches: or_default(int, "all") = None,
 ) -> dict:
     """Evaluate candidate and production on the same eval set, gate (promotion/gate.py), register and
     promote.
 
-    downstream: flows.finetune.downstream_tasks's results (one dict per task; a single dict is one
-    task) when fine-tuning ran for both: the gate then also guards each task's metric, paired on the
-    same test examples and seeds. lineage: stage
-    folders etc. for lineage.json. Returns the PromotionResult as a dict, plus the metrics table."""
+    Args:
+        candidate: the candidate: a checkpoint folder, or a run folder (its newest checkpoint).
+        registry: the model registry's folder or gs:// URL.
+        model_name: the model's name in the registry.
+        instances_dir: the frozen eval set (an instances folder); None: the one the candidate was
+            trained on (from its run's manifest).
+        min_improvement: δ, nats per masked prediction: promote only if the MLM loss improves on
+            production by significantly more than δ (0: any real improvement).
+        max_regression: ε: a secondary metric (SOP accuracy, each downstream task's) vetoes when its
+            drop is significantly greater than ε (0: any real drop vetoes).
+        alpha: significance level of the primary test, and family-wise level of the secondary ones.
+        downstream: flows.finetune.downstream_tasks's results (one dict per task; a single dict is
+            one task) when fine-tuning ran for candidate and production: the gate then also guards
+            each task's metric, paired on the same test examples and seeds. None: no downstream check.
+        lineage: stage folders etc. for the version's lineage.json (repretrain fills it in).
+        spm_model: the vocabulary the candidate was trained with, for a checkpoint that holds no
+            spm.model; None: lineage's vocab_dir's.
+        max_batches: evaluate only this many eval batches per model; None: the whole eval split.
+
+    Returns:
+        The PromotionResult as a dict, plus the metrics table.
+    """
     lineage = dict(lineage or {})
     if spm_model is None and lineage.get("vocab_dir"):
         spm_model = storage.join(lineage["vocab_dir"], "spm.model")
@@ -226,7 +245,13 @@ def _report(
 @stage_flow("rollback")
 @lock.scope()
 def rollback(registry: str = DEFAULT_REGISTRY, model_name: str = DEFAULT_MODEL, reason: str = "") -> dict:
-    """Restore the previous production version (refused when it is no longer complete)."""
+    """Restore the previous production version (refused when it is no longer complete).
+
+    Args:
+        registry: the model registry's folder or gs:// URL.
+        model_name: the model's name in the registry.
+        reason: why, recorded in the registry's history.
+    """
     reg = open_registry(registry, model_name)
     pointer = reg.rollback(reason, flow_run_id())
     create_markdown_artifact(

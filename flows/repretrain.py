@@ -26,8 +26,11 @@ from flows.params import (
     ModelConfig,
     Optimizer,
     Precision,
+    PretrainDeployment,
     Runner,
     WholeWord,
+    or_default,
+    trainer_default,
 )
 from flows.prefect_run import logger, plain, stage_flow
 from flows.pretrain import pretrain
@@ -60,41 +63,88 @@ def repretrain(
     micro_batch_size: MicroBatch = None,
     optimizer: Optimizer = "lamb",
     precision: Precision = "auto",
-    lr: float | None = None,
-    warmup_steps: int | None = None,
+    lr: or_default(float, trainer_default("lr")) = None,
+    warmup_steps: or_default(int, trainer_default("warmup_steps")) = None,
     seed: int = 12345,
     continue_from_production: bool = True,
-    init_checkpoint: str | None = None,
+    init_checkpoint: or_default(str, "production, if any", "a checkpoint folder") = None,
     pretrain_backend: Backend = "local",
-    pretrain_deployment: str = "pretrain/gpu-vertex",
+    pretrain_deployment: PretrainDeployment = "pretrain/gpu-vertex",
     gpu_job: dict[str, Any] = {},  # noqa: B006
     nproc_per_node: int = 1,
     pretrain_args: list[str] = [],  # noqa: B006
-    eval_instances: str | None = None,
+    eval_instances: or_default(str, "this run's eval split", "an instances folder") = None,
     model_name: str = DEFAULT_MODEL,
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
     finetune_tasks: list[FinetuneTask] = [],  # noqa: B006
     finetune_args: list[str] = [],  # noqa: B006
-    max_eval_batches: int | None = None,
+    max_eval_batches: or_default(int, "all") = None,
 ) -> dict:
     """Re-pretrain on the (newest) corpus and gate the candidate against production.
 
-    corpus_runner: the Beam runner of the corpus and instance stages (beam_args: its options).
-    max_dead_letter_fraction: the corpus and instance stages fail past this share of dead letters
-    (a systematic error, not a few broken records; the message names the commonest reason).
-    gpu_job: job variables of the accelerator pool (GPU or TPU) when pretrain_backend="deployment"
-    (image, accelerator, resources). micro_batch_size: per-rank micro-batch, "auto" = from the GPU's
-    memory (a TPU needs a number).
-    pretrain_args: more `albert pretrain` options (e.g. ["--parallel", "fsdp"]). eval_instances: a
-    frozen eval set (instances folder); default: this run's eval split. finetune_tasks: downstream
-    tasks for the fine-tuning comparison and the gate's downstream checks (finetune_args go to each);
-    their dev and test sets are kept out of the corpus unless corpus_options gives "decontaminate". init_checkpoint: warm-start from
-    this checkpoint instead of production. seed: of every stage (vocabulary sample, instances,
-    pretraining). Returns every stage's result and the promotion decision.
+    Every argument is checked before the first stage runs (flows/preflight.py). A parameter left at
+    None takes the stage's default.
 
-    Every argument is checked before the first stage runs (flows/preflight.py)."""
+    Args:
+        sources: corpus inputs as KIND:PATH, KIND one of zhwiki, wiki2019zh, news2016zh, text,
+            peoples-daily; PATH a file, glob or URL ("peoples-daily:" alone is the bundled sample).
+        storage_root: folder or gs:// URL of every stage's output and of the registry (registry/).
+        newest_only: per glob of `sources`, read only the newest file (the newest dump).
+        corpus_runner: the Beam runner of the corpus and instance stages.
+        beam_args: more Beam options for that runner, e.g. ["--project=p", "--region=r"].
+        corpus_options: overrides of the corpus options of `albert corpus`, e.g. {"min_chars": 100}.
+        max_dead_letter_fraction: the corpus and instance stages fail past this share of dead letters
+            (a systematic error, not a few broken records; the message names the commonest reason).
+        vocab_size: target number of pieces of a new vocabulary (a run that continues a model keeps
+            its vocabulary).
+        max_seq_length: tokens per pretraining sequence.
+        max_predictions: masked positions per sequence, at most.
+        dupe_factor: copies of every document, each with other masks.
+        whole_word: word boundaries for masking: zh = Chinese segmenter, sp = SentencePiece pieces,
+            gold = the documents' own words, none = per token.
+        config: the model: a preset (tiny, base, large, xlarge, xxlarge; bert_base, bert_large for the
+            BERT baselines) or a config JSON file, by path or URL.
+        steps: optimizer steps of pretraining.
+        batch_size: sequences per optimizer step, over all ranks.
+        micro_batch_size: sequences per rank per forward pass (the rest of the batch is gradient
+            accumulation); "auto": the largest the GPU's memory holds (a TPU needs a number); None:
+            the whole per-rank batch at once.
+        optimizer: lamb (ALBERT's) or adamw.
+        precision: auto (bf16 autocast on cuda, fp32 elsewhere), bf16 or fp32.
+        lr: peak learning rate; None: the trainer's default.
+        warmup_steps: linear warm-up steps; None: the trainer's default.
+        seed: of every stage (vocabulary sample, instances, pretraining).
+        continue_from_production: start from the production model's weights, with its vocabulary;
+            without a production model (or when false) a vocabulary is trained and the model starts
+            from scratch.
+        init_checkpoint: warm-start from this checkpoint folder (with its spm.model) instead of
+            production; None: production, as continue_from_production says.
+        pretrain_backend: local runs the trainer here; deployment hands pretraining to
+            `pretrain_deployment` (the storage root must then be shared, gs://...).
+        pretrain_deployment: the deployment (FLOW/NAME) of an accelerator pool that
+            pretrain_backend=deployment hands pretraining to.
+        gpu_job: job variables of that pool (GPU or TPU): image, accelerator, resources.
+        nproc_per_node: trainer processes (GPUs or TPU chips) per node.
+        pretrain_args: more `albert pretrain` options, e.g. ["--parallel", "fsdp"].
+        eval_instances: a frozen eval set (an instances folder) for the gate; None: this run's eval
+            split.
+        model_name: the model's name in the registry.
+        min_improvement: gate δ, nats per masked prediction: promote only if the MLM loss improves on
+            production by significantly more than δ (0: any real improvement).
+        max_regression: gate ε: a secondary metric (SOP accuracy, each downstream task's) vetoes when
+            its drop is significantly greater than ε (0: any real drop vetoes).
+        alpha: the gate's significance level (primary test; family-wise for the secondary ones).
+        finetune_tasks: downstream tasks for the fine-tuning comparison and the gate's downstream
+            checks; their dev and test sets are kept out of the corpus unless corpus_options gives
+            "decontaminate". Empty: no fine-tuning.
+        finetune_args: more `albert finetune` options, for each task, e.g. ["--epochs", "2"].
+        max_eval_batches: evaluate only this many eval batches per model; None: the whole eval split.
+
+    Returns:
+        Every stage's result and the promotion decision.
+    """
     from model.finetune import FinetuneOptions  # torch: imported when the flow runs, not with the module
 
     log = logger()

