@@ -4,8 +4,12 @@ where torch_xla is not importable, so the default suite (the main set, torch 2.1
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
-os.environ.setdefault("PJRT_DEVICE", "CPU")
+# Only where torch_xla is there (.venv-tpu): pytest imports this file in the main suite's session too, and
+# a PJRT_DEVICE left there would make every `--device auto` of that session mean XLA (model/device.py).
+if importlib.util.find_spec("torch_xla") is not None:
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 from tests.model.train_fixtures import instances_dir, model_config_file  # noqa: E402, F401 (the training fixtures)
