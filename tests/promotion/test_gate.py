@@ -10,6 +10,7 @@ reviews at 85%), which is what fooled the old fixed-margin gate."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -345,7 +346,12 @@ def test_decision_table_markdown_shows_intervals_and_p_values():
     d = duel(9)
     md = decision_table_markdown(d)
     assert md.startswith("Gate: **pass**")
-    assert "| mlm_loss vs production | primary |" in md and "| mlm_accuracy vs production | info |" in md
+    assert "- mlm_loss vs production: primary," in md and "- mlm_accuracy vs production: info," in md
+    assert re.search(
+        r"^\| mlm_loss vs production \| [+-][0-9.]+ \[[+-][0-9.]+, [+-][0-9.]+\] \| [0-9e.-]+ \| yes \|$",
+        md,
+        re.M,
+    )
     assert "95% CI" in md and "exact McNemar" in md and "Bonferroni-adjusted over 2 secondaries" in md
     assert md == decision_table_markdown(d.to_dict())
     assert "Gate: **fail**" in decision_table_markdown(duel(9, downstream=(0.6, 0.85)))

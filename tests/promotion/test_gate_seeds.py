@@ -154,7 +154,8 @@ def test_every_task_joins_the_correction_and_the_table():
     for row in d.checks[1:]:
         assert row["p_value"] == pytest.approx(min(1.0, 3 * row["p_raw"]))  # Bonferroni over 3
     md = decision_table_markdown(d)
-    assert "| downstream_entity_f1 (peoples-daily-ner) vs production | secondary |" in md
+    assert "- downstream_entity_f1 (peoples-daily-ner) vs production: secondary," in md
+    assert "| peoples-daily-ner entity_f1 vs production | " in md  # the table's short name
     assert "two-way bootstrap z" in md and "Bonferroni-adjusted over 3 secondaries" in md
     # one side only: not compared, named by its metric
     d = decide(candidate, production, downstream=[reviews, (ner[0], None)])
