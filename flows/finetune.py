@@ -136,7 +136,7 @@ def baselines_artifact(report: dict) -> None:
 
     title = f"# Fine-tuning: {report.get('task')}, {report['lift']['split']} split\n\n"
     create_markdown_artifact(
-        markdown=title + "\n".join(finetune_table(report)),
+        markdown=title + "\n".join(finetune_table(report, narrow=True)),
         key=f"finetune-{report.get('task')}",
         description="the pretrained model next to its baselines",
     )

@@ -73,20 +73,18 @@ def _eval_section(name: str, report: dict) -> list[str]:
     return [f"{name}: not an `albert evaluate` or `albert finetune` report; not shown.", ""]
 
 
-def finetune_table(report: dict) -> list[str]:
+def finetune_table(report: dict, narrow: bool = False) -> list[str]:
     """An `albert finetune` report as markdown: each model's metric on the final split (the mean over
     its seeds, with the 95% interval over seeds and examples), its training-set value, and pretrained
     minus it with the paired 95% interval; then the from-scratch model's chosen setting and, when it
-    did not fit its training set, a warning. (Also the fine-tuning flow's artifact.)"""
+    did not fit its training set, a warning. narrow: the same cells as two tables of at most four
+    columns (the fine-tuning flow's artifact, in a panel about 700 px wide)."""
     split = report["lift"]["split"]
     metric = report.get("metric", "accuracy")
     label = {"accuracy": "accuracy", "entity_f1": "entity F1"}.get(metric, metric)
     seeds = report.get("seeds") or []
     differences = dict(report.get("differences") or {})
-    lines = [
-        f"| model | seeds | {label} [95% interval] | seed sd | train {label} | pretrained - model [paired 95%] |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = []  # per model: name, runs, value, spread, train value, difference
     for model_name, results in report["models"].items():
         scores = results[split]
         lo, hi = scores[f"{metric}_ci95"]
@@ -98,9 +96,18 @@ def finetune_table(report: dict) -> list[str]:
             lo, hi = d[f"{metric}_paired_ci95"]
             difference = f"{100 * d[metric]:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]"
         runs = len([seed for seed in results.get("seeds") or [] if seed is not None]) or "-"
-        lines.append(
-            f"| {model_name} | {runs} | {value} | {spread} | {_pct(results[f'train_{metric}'])} | {difference} |"
-        )
+        rows.append((model_name, runs, value, spread, _pct(results[f"train_{metric}"]), difference))
+    if narrow:
+        lines = [f"| model | {label} [95% interval] | train {label} |", "|---|---|---|"]
+        lines += [f"| {r[0]} | {r[2]} | {r[4]} |" for r in rows]
+        lines += ["", "| model | pretrained - model [paired 95%] | seeds | seed sd |", "|---|---|---|---|"]
+        lines += [f"| {r[0]} | {r[5]} | {r[1]} | {r[3]} |" for r in rows]
+    else:
+        lines = [
+            f"| model | seeds | {label} [95% interval] | seed sd | train {label} | pretrained - model [paired 95%] |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} |" for r in rows]
     lines += [
         "",
         f"Seeds {seeds}: the intervals come from a bootstrap over seeds and test examples together.",

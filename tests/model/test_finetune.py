@@ -181,6 +181,13 @@ def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys
         len([line for line in table if line.startswith("| char_ngram") or line.startswith("| scratch")]) == 4
     )
     assert "chosen on dev from 2 settings" in "\n".join(table) and "did not fit" not in "\n".join(table)
+    # The flow artifact's narrow form: the same cells in two tables of at most four columns.
+    narrow = finetune_table(r, narrow=True)
+    headers = [line for line in narrow if line.startswith("| model |")]
+    assert [h.count("|") - 1 for h in headers] == [3, 4]
+    for row in (line for line in table if line.startswith("| scratch |")):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert all(cell in "\n".join(narrow) for cell in cells)
 
 
 def test_a_scratch_model_that_does_not_fit_is_flagged(small_checkpoint):
