@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 import re
-import shutil
 import subprocess
 import tracemalloc
 import xml.etree.ElementTree as ET
@@ -18,6 +16,7 @@ import pytest
 
 from pipelines.corpus import report
 from pipelines.corpus.report_svg import WIDTH
+from tests.cdp import chromium_path
 
 SECTIONS = (
     "sources",
@@ -240,15 +239,6 @@ def test_write_report_reads_the_rejected_shards(tmp_path):
 # --- in a real browser ---------------------------------------------------------------------------------------
 
 
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if found:
-        return found
-    if os.environ.get("ALBERT_REQUIRE_BROWSER") == "1":
-        pytest.fail("ALBERT_REQUIRE_BROWSER=1 but no chromium on PATH (apt-get install chromium)")
-    pytest.skip("no chromium on PATH: the report is not opened in a browser (apt-get install chromium)")
-
-
 def run_chromium(browser: str, profile: str, *args: str) -> str:
     flags = [
         "--headless",
@@ -266,7 +256,7 @@ def run_chromium(browser: str, profile: str, *args: str) -> str:
 
 
 def test_report_renders_with_its_charts_in_headless_chromium(tmp_path):
-    browser = chromium()
+    browser = chromium_path()
     html = report.render_html(full_stats(), {"too_short": [rec("peoples-daily:a:1", "too_short")]}, "t")
     page = tmp_path / "report.html"
     page.write_text(html, encoding="utf-8")
