@@ -101,7 +101,7 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
         "promotion: eval-metrics, " + ("eval-downstream, " if downstream else "") + "promotion-decision"
     )
     if downstream:
-        shown.append("this run: finetune-<task> per task")
+        shown.append("this run: `finetune-<task>` per task")
     lines += ["", "Each stage's run holds its own artifacts (" + "; ".join(shown) + ")."]
     lines += ["", f"Storage: `{storage.dirname(result['registry'])}`; registry `{result['registry']}`."]
     return "\n".join(lines)
