@@ -193,7 +193,7 @@ def check(work: str, with_worker: bool, log: Callable[[str], None] = print) -> C
             )  # fmt: skip
             result.flow_run_id, result.state = flow_run_id_of(created), "Scheduled"
             listed = run("prefect", "flow-run", "ls", "--flow-name", "train-vocab")
-            if "SCHEDULED" not in row_of(listed, RUN_NAME):
+            if "SCHEDULED" not in row_of(listed, result.flow_run_id):
                 raise UserError(f"`prefect flow-run ls` does not list {RUN_NAME} as SCHEDULED")
             return result
 
@@ -218,7 +218,8 @@ def check(work: str, with_worker: bool, log: Callable[[str], None] = print) -> C
                 )
             listed = run("prefect", "flow-run", "ls", "--flow-name", "build-corpus")
         check_worker_ran_it(flow_run)
-        if "COMPLETED" not in row_of(listed, RUN_NAME):
+        # By id: the stage flows name their runs when they start (flows/run_names.py), over --flow-run-name.
+        if "COMPLETED" not in row_of(listed, result.flow_run_id):
             raise UserError(f"`prefect flow-run ls` does not list {RUN_NAME} as COMPLETED")
         log(f"{RUN_NAME}: {result.state} on {POOL}, submitted by worker {WORKER_NAME}")
     return result

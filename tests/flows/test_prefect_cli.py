@@ -68,8 +68,9 @@ def test_a_worker_runs_a_deployment_to_completed(tmp_path):
     """check() itself raises unless the run ended Completed on albert-process and its logs say that the
     worker it started submitted it (flows/prefect_check.py: check_worker_ran_it)."""
     result = check(str(tmp_path), with_worker=True)
-    listed = _row(result.outputs["prefect flow-run ls --flow-name build-corpus"], RUN_NAME)
-    assert result.flow_run_id in listed and "COMPLETED" in listed and result.state == "Completed"
+    # The stage flow named its run when it started (flows/run_names.py), over --flow-run-name.
+    listed = _row(result.outputs["prefect flow-run ls --flow-name build-corpus"], result.flow_run_id)
+    assert "corpus | text | DirectRunner" in listed and "COMPLETED" in listed and result.state == "Completed"
     (corpus,) = os.listdir(tmp_path / "factory" / "corpus")  # what the worker's run built
     with open(tmp_path / "factory" / "corpus" / corpus / "manifest.json", encoding="utf-8") as f:
         assert json.load(f)["counts"]["read"] == 50
