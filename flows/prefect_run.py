@@ -44,9 +44,9 @@ class StageFlow(Flow):
     a deployment gets the deployment's tags instead (infra/prefect.yaml)."""
 
     def __call__(self, *args: Any, **kwargs: Any):
-        names = inspect.signature(self.fn).parameters  # not Prefect's own (return_state, wait_for)
-        params = {k: v for k, v in kwargs.items() if k in names}
-        bound = inspect.signature(self.fn).bind_partial(*args, **params).arguments
+        signature = inspect.signature(self.fn)
+        params = {k: v for k, v in kwargs.items() if k in signature.parameters}  # not return_state, wait_for
+        bound = signature.bind_partial(*args, **params).arguments
         # The parent's stage tag is replaced, not added to: a corpus run under repretrain is stage:corpus.
         inherited = {t for t in TagsContext.get().current_tags if not t.startswith("stage:")}
         with TagsContext(current_tags=inherited | set(run_tags(self.name, bound))):
