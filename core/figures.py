@@ -32,6 +32,12 @@ def sig(x: float | int | None, digits: int = 4) -> str:
     return f"{x:.{decimals}f}"
 
 
+def signed(x: float | None, digits: int = 4) -> str:
+    """sig() with a "+" on a positive value: a change, "+0.0123" ("-" for None)."""
+    text = sig(x, digits)
+    return "+" + text if x is not None and x > 0 else text
+
+
 def interval(low: float | None, high: float | None, digits: int = 3) -> str:
     """A confidence interval as "[low, high]" with `digits` significant digits each ("-" for a missing end)."""
     return f"[{sig(low, digits)}, {sig(high, digits)}]"

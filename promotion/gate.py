@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import UserError
+from core.figures import sig, signed
 from promotion.decontamination import refused_tasks, task_of
 from promotion.downstream_stats import paired_difference, require_comparable
 from promotion.gate_report import correction_label, format_p, vs_label
@@ -340,11 +341,12 @@ def _downstream_checks(pairs: list[DownstreamPair], eps: float, reasons: list[st
 
 
 def _primary_reason(row: dict, alpha: float) -> str:
+    # Rounded as the decision's tables round them (core.figures), so that a reason and a table agree.
     lo, hi = row["ci95"]
-    ci = f"[{lo:+.4f}, {hi:+.4f}]" if lo is not None and hi is not None else "[unbounded]"
+    ci = f"[{signed(lo, 2)}, {signed(hi, 2)}]" if lo is not None and hi is not None else "[unbounded]"
     head = (
-        f"mlm_loss {row['candidate']:.4f} vs {vs_label(row['reference_kind'])} {row['reference']:.4f}: "
-        f"improvement {row['delta']:+.4f} nats {ci}, p={format_p(row['p_value'])}"
+        f"mlm_loss {sig(row['candidate'])} vs {vs_label(row['reference_kind'])} {sig(row['reference'])}: "
+        f"improvement {signed(row['delta'], 3)} nats {ci}, p={format_p(row['p_value'])}"
     )
     if row["ok"]:
         return f"{head} < {alpha:g}"
@@ -355,8 +357,10 @@ def _secondary_reason(row: dict, alpha: float, correction: str, m: int, eps: flo
     task = f" ({row['task']})" if "task" in row else ""
     lo, hi = row["ci95"]
     adjusted = f"; {correction_label(correction)}-adjusted over {m} secondaries" if m > 1 else ""
-    values = f"{row['candidate']:.3f} vs {vs_label(row['reference_kind'])} {row['reference']:.3f}"
-    head = f"{row['metric']}{task} {values}: change {row['delta']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    values = f"{sig(row['candidate'])} vs {vs_label(row['reference_kind'])} {sig(row['reference'])}"
+    head = (
+        f"{row['metric']}{task} {values}: change {signed(row['delta'], 3)} [{signed(lo, 2)}, {signed(hi, 2)}]"
+    )
     p = f"p={format_p(row['p_value'])}"
     margin = f" beyond ε={eps:g}" if eps else ""
     if row["ok"]:

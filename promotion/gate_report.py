@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from core.figures import sig
+from core.figures import sig, signed
 
 
 class DecisionLike(Protocol):
@@ -40,12 +40,6 @@ def vs_label(reference_kind: str) -> str:
 def correction_label(correction: str) -> str:
     """A multiple-comparison correction as every text writes it: "Bonferroni", "Holm"."""
     return correction.capitalize()
-
-
-def _signed(x: float | None, digits: int) -> str:
-    """sig() with a "+" on a positive change (the table's "+ = candidate better")."""
-    text = sig(x, digits)
-    return "+" + text if x is not None and x > 0 else text
 
 
 def _metric(check: dict) -> str:
@@ -91,7 +85,7 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
     ]
     for c in rows:
         lo, hi = c["ci95"]
-        change = f"{_signed(c['delta'], 3)} [{_signed(lo, 2)}, {_signed(hi, 2)}]"
+        change = f"{signed(c['delta'], 3)} [{signed(lo, 2)}, {signed(hi, 2)}]"
         ok = {True: "yes", False: "**NO**", None: "info"}[c["ok"]]
         lines.append(_row([_short(c), change, format_p(c["p_value"]), ok]))
     lines += ["", "A positive change means the candidate is better. The values compared:", ""]
@@ -99,7 +93,7 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
     lines += [_row([_short(c), sig(c["candidate"]), sig(c["reference"])]) for c in rows]
     lines += ["", "Each check:", ""]
     for c in rows:
-        threshold = "none" if c["threshold"] is None else _signed(c["threshold"], 3)
+        threshold = "none" if c["threshold"] is None else signed(c["threshold"], 3)
         raw = f"; p {_p(c)}" if c["p_value"] != c.get("p_raw", c["p_value"]) else ""
         lines.append(
             f"- {_metric(c)} vs {vs_label(c['reference_kind'])}: {c['role']}, threshold {threshold}, {c['test']}{raw}"
