@@ -237,7 +237,8 @@ def _report(
     create_markdown_artifact(
         markdown=promotion_markdown(result, result["model"], checked.registry.url()),
         key="promotion-decision",
-        description=f"{promotion_title(result)}: {checked.candidate}",
+        # The checkpoint's folder name only: a full path (gs://...) is too wide for the artifact's header.
+        description=f"{promotion_title(result)}: the candidate {storage.basename(str(checked.candidate).rstrip('/'))}",
     )
     logger().info("promotion: %s (%s)", result["event"], "; ".join(result["decision"]["reasons"]))
 

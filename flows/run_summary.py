@@ -41,7 +41,7 @@ def _corpus(stage: dict) -> str:
         stats = storage.read_json(storage.join(stage["dir"], "stats.json"))
     except (OSError, ValueError):
         return "-"
-    return f"{sig(stats['kept'])} documents kept of {sig(stats['read'])} read, {sig(stats['dead_letter_total'])} dead letters"
+    return f"{sig(stats['kept'])} of {sig(stats['read'])} documents kept, {sig(stats['dead_letter_total'])} dead letters"
 
 
 def _vocab(stage: dict) -> str:

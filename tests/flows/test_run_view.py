@@ -51,7 +51,7 @@ def test_the_top_level_run_summarises_and_links_every_stage(chain):
         assert re.search(rf"\[{label}\]\([^)]*/runs/flow-run/{r[stage]['flow_run_id']}\)", text), stage
     assert re.search(rf"\[promotion\]\([^)]*/runs/flow-run/{r['promotion']['flow_run_id']}\)", text)
     kept, read = r["corpus"]["counts"]["kept"], r["corpus"]["counts"]["read"]
-    assert f"{kept:,} documents kept of {read:,} read" in text
+    assert f"{kept:,} of {read:,} documents kept" in text
     assert f"{r['vocab']['counts']['vocab_size']:,} pieces" in text
     for reason in r["promotion"]["decision"]["reasons"]:
         assert text.count(reason) == 1

@@ -131,7 +131,13 @@ def test_the_run_form_offers_the_choices(ui, shots):
     with Browser(1280, 900) as page:
         page.open(f"{base}/deployments/deployment/{deployment['id']}/run", wait_for_text="Parameters")
         time.sleep(3)
-        page.screenshot(os.path.join(shots, "run-form.png"))
+        # The form fits the window: nothing wider than it (a description or a dropdown would push the
+        # fields past the right edge).
+        width = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert width[0] <= width[1], width
+        # The window only: the form scrolls inside its own pane, and a full-page capture of this page
+        # laid it out shifted left by the navigation's width.
+        page.screenshot(os.path.join(shots, "run-form.png"), full_page=False)
         text = page.text()
         # The chosen value of each dropdown (the v1 UI's p-select: a native <select>), top to bottom.
         selects = page.evaluate(
