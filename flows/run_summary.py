@@ -58,7 +58,17 @@ def _instances(stage: dict) -> str:
 def _pretrain(stage: dict) -> str:
     summary = stage.get("summary") or {}
     first, last = summary.get("first_train") or {}, summary.get("last_train") or {}
+    if not last:  # a run shorter than one log window (a test's few steps) logs no train loss
+        return f"{_leaf(stage.get('checkpoint'))}, no train loss logged"
     return f"{sig(last.get('step'))} steps, train loss {sig(first.get('loss'))} → {sig(last.get('loss'))}"
+
+
+def _leaf(path: str | None) -> str:
+    return storage.basename(str(path).rstrip("/")) if path else "-"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 DETAILS = {"corpus": _corpus, "vocab": _vocab, "instances": _instances, "pretrain": _pretrain}
@@ -86,15 +96,30 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
         lines.append(
             f"| {run_link(label, stage.get('flow_run_id'))} | {_outcome(stage)} | {DETAILS[key](stage)} |"
         )
-    downstream = result.get("downstream") or []
-    for task in [downstream] if isinstance(downstream, dict) else downstream:
-        production = "" if task.get("production") is None else f", production {sig(task['production'])}"
-        lines.append(
-            f"| fine-tuning: {task['task']} | {task['split']} {task['metric']} | candidate {sig(task['candidate'])}, "
-            f"from scratch {sig(task['scratch'])}{production} |"
-        )
     gate = "pass" if promotion["decision"]["promote"] else "fail"
     lines.append(f"| {run_link('promotion', promotion.get('flow_run_id'))} | gate {gate} | {verdict} |")
+    downstream = result.get("downstream") or []
+    downstream = [downstream] if isinstance(downstream, dict) else downstream
+    if downstream:
+        # A table of its own: in the stage table the three figures made it wider than the panel.
+        with_production = any(task.get("production") is not None for task in downstream)
+        lines += [
+            "",
+            "Fine-tuned on each downstream task (eval-downstream has every baseline and interval):",
+            "",
+        ]
+        lines += [
+            "| task | metric | candidate | from scratch |" + (" production |" if with_production else "")
+        ]
+        lines += ["|---|---|---|---|" + ("---|" if with_production else "")]
+        for task in downstream:
+            figures = [
+                task["task"],
+                f"{task['split']} {task['metric']}",
+                sig(task["candidate"]),
+                sig(task["scratch"]),
+            ]
+            lines.append(_row(figures + ([sig(task.get("production"))] if with_production else [])))
     lines += ["", "Reasons:", ""] + [f"- {r}" for r in promotion["decision"]["reasons"]]
     shown = [f"{label}: {artifacts}" for label, artifacts in STAGES.values()]
     shown.append(

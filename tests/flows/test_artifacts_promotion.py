@@ -131,38 +131,39 @@ def test_promotion_titles_name_the_outcome_only():
     assert "- compared against: production v3" in md and "registered as v4" in md and "moved to v5" in md
 
 
-def test_eval_metrics_without_production_has_no_production_column():
+COLUMNS = ["model", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"]
+
+
+def test_eval_metrics_without_production_has_no_production_row():
     reports = {"candidate": evaluate_report(923, 6.273514644380291)}
     rows = eval_metrics_rows(reports, math.log(4600))
-    assert [list(row) for row in rows] == [["metric", "candidate", "chance", "majority", "unigram"]] * 4
-    by = {row["metric"]: row for row in rows}
-    assert by["mlm_loss"] == {
-        "metric": "mlm_loss",
-        "candidate": "6.274",
-        "chance": "8.434",
-        "majority": "-",
-        "unigram": "6.501",
-    }
+    assert [list(row) for row in rows] == [COLUMNS] * 4
+    by = {row["model"]: row for row in rows}
+    assert list(by) == ["candidate", "chance", "majority", "unigram"]
+    assert [by[m]["mlm_loss"] for m in by] == ["6.274", "8.434", "-", "6.501"]
     # accuracies carry their 95% Wilson interval: the model's and the majority baseline's
-    assert by["mlm_accuracy"]["candidate"] == "0.07235 [0.0680, 0.0770]"
-    assert by["mlm_accuracy"]["majority"] == "0.04366 [0.0403, 0.0473]"
-    assert by["sop_accuracy"]["majority"] == "0.4924 [0.458, 0.527]"
-    assert by["sop_accuracy"]["chance"] == "0.5000" and by["sop_loss"]["chance"] == "0.6931"
+    assert by["candidate"]["mlm_accuracy"] == "0.07235 [0.0680, 0.0770]"
+    assert by["majority"]["mlm_accuracy"] == "0.04366 [0.0403, 0.0473]"
+    assert by["majority"]["sop_accuracy"] == "0.4924 [0.458, 0.527]"
+    assert by["chance"]["sop_accuracy"] == "0.5000" and by["chance"]["sop_loss"] == "0.6931"
+    assert (
+        by["unigram"]["mlm_accuracy"] == by["unigram"]["sop_loss"] == "-"
+    )  # a baseline for the MLM loss only
     description = eval_metrics_description(reports, "The candidate against the trivial baselines")
     assert "production" not in description
     assert "12,757 masked predictions, 794 sentence pairs" in description
     assert "oracle" in description and "0.04711 [" in description  # the eval split's own top token
 
 
-def test_eval_metrics_with_production_has_its_column():
+def test_eval_metrics_with_production_has_its_row():
     reports = {
         "candidate": evaluate_report(1217, 6.187268279792467),
         "production v1": evaluate_report(923, 6.273514644380291),
     }
     rows = eval_metrics_rows(reports, math.log(4600))
-    assert list(rows[0]) == ["metric", "candidate", "production v1", "chance", "majority", "unigram"]
-    assert [row["production v1"] for row in rows[:2]] == ["6.274", "0.07235 [0.0680, 0.0770]"]
-    assert rows[0]["candidate"] == "6.187"
+    assert [row["model"] for row in rows] == ["candidate", "production v1", "chance", "majority", "unigram"]
+    assert list(rows[1].values())[:3] == ["production v1", "6.274", "0.07235 [0.0680, 0.0770]"]
+    assert rows[0]["mlm_loss"] == "6.187"
 
 
 def test_eval_downstream_names_each_task_and_every_baseline_with_its_interval():

@@ -49,13 +49,14 @@ def test_chain_writes_every_stage_and_artifacts(chain):
     # The first promotion: no production model, so no production column, and the description says so
     evals_artifact = read_artifact("eval-metrics")
     evals = json.loads(evals_artifact.data)
-    assert [list(row) for row in evals] == [["metric", "candidate", "chance", "majority", "unigram"]] * 4
-    mlm = next(row for row in evals if row["metric"] == "mlm_loss")
+    by = {row["model"]: row for row in evals}
+    assert list(by) == ["candidate", "chance", "majority", "unigram"]
+    assert list(by["candidate"]) == ["model", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"]
     promotion = r["promotion"]  # the artifact rounds the figures the flow returns and the gate used
-    assert mlm["candidate"] == sig(promotion["candidate_metrics"]["mlm_loss"])
-    assert mlm["unigram"] == sig(promotion["baselines"]["mlm_loss"]["unigram"])
-    accuracy = next(row for row in evals if row["metric"] == "mlm_accuracy")
-    assert accuracy["candidate"].count("[") == 1 and accuracy["majority"].count("[") == 1  # Wilson intervals
+    assert by["candidate"]["mlm_loss"] == sig(promotion["candidate_metrics"]["mlm_loss"])
+    assert by["unigram"]["mlm_loss"] == sig(promotion["baselines"]["mlm_loss"]["unigram"])
+    # Wilson intervals on the accuracies
+    assert by["candidate"]["mlm_accuracy"].count("[") == 1 and by["majority"]["mlm_accuracy"].count("[") == 1
     assert "no production model yet" in evals_artifact.description
     assert read_artifact("eval-downstream") is None  # no fine-tuning in the chain
     decision = read_artifact("promotion-decision").data
@@ -165,9 +166,9 @@ def test_evaluate_flow_shows_one_model_next_to_the_baselines(chain):
     out = evaluate(r["pretrain"]["checkpoint"], r["instances"]["dir"], storage_root=chain["root"])
     artifact = read_artifact("eval-metrics")
     rows = json.loads(artifact.data)
-    assert [list(row) for row in rows] == [["metric", "model", "chance", "majority", "unigram"]] * 4
-    assert rows[0]["model"] == sig(out["metrics"]["mlm_loss"])
-    assert rows[0]["chance"] == sig(out["baselines"]["mlm_loss"]["uniform"])  # ln V
+    assert [row["model"] for row in rows] == ["model", "chance", "majority", "unigram"]
+    assert rows[0]["mlm_loss"] == sig(out["metrics"]["mlm_loss"])
+    assert rows[1]["mlm_loss"] == sig(out["baselines"]["mlm_loss"]["uniform"])  # chance: ln V
     assert r["pretrain"]["checkpoint"] in artifact.description and "production" not in artifact.description
 
 
@@ -409,8 +410,7 @@ def test_promote_flow_gates_against_production_then_rollback(chain, tmp_path):
     assert lineage["vocab"]["spm_sha256"] and lineage["config_sha256"] and lineage["packages"]["prefect"]
     assert read_artifact("promotion-decision").data.startswith("# Promotion: PROMOTED as v2\n")
     evals = read_artifact("eval-metrics")  # candidate and production evaluated in this run, side by side
-    assert list(json.loads(evals.data)[0]) == [
-        "metric",
+    assert [row["model"] for row in json.loads(evals.data)] == [
         "candidate",
         "production v1",
         "chance",

