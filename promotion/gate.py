@@ -355,12 +355,10 @@ def _primary_reason(row: dict, alpha: float) -> str:
 
 def _secondary_reason(row: dict, alpha: float, correction: str, m: int, eps: float) -> str:
     task = f" ({row['task']})" if "task" in row else ""
-    lo, hi = row["ci95"]
+    lo, hi = (signed(end, 2) for end in row["ci95"])
     adjusted = f"; {correction_label(correction)}-adjusted over {m} secondaries" if m > 1 else ""
     values = f"{sig(row['candidate'])} vs {vs_label(row['reference_kind'])} {sig(row['reference'])}"
-    head = (
-        f"{row['metric']}{task} {values}: change {signed(row['delta'], 3)} [{signed(lo, 2)}, {signed(hi, 2)}]"
-    )
+    head = f"{row['metric']}{task} {values}: change {signed(row['delta'], 3)} [{lo}, {hi}]"
     p = f"p={format_p(row['p_value'])}"
     margin = f" beyond ε={eps:g}" if eps else ""
     if row["ok"]:

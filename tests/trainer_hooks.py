@@ -7,11 +7,16 @@ in the test's process or, through this module as the launcher, in an `albert` su
                                                 so a test can kill or signal the process at a known
                                                 point; a stop signal (SIGTERM, SIGINT) ends the pause,
                                                 and the step in flight then runs as usual
+    hold_after(monkeypatch, step, marker)       pause once `step` steps are done until the process
+                                                ends; at the first stop signal, write the file `marker`
+                                                (a test then knows the signal was handled: two signals
+                                                sent before the process runs arrive as one)
     jump_clock(monkeypatch, step, seconds)      the wall clock (time.time, for the whole process) jumps
                                                 by `seconds` once `step` steps are done: an NTP
                                                 correction, a migrated VM, a resumed laptop
 
-    python -m tests.trainer_hooks [--nan-steps 3,4] [--sleep-after STEP:SECONDS] [--jump-clock STEP:SECONDS]
+    python -m tests.trainer_hooks [--nan-steps 3,4] [--sleep-after STEP:SECONDS] [--hold-after STEP:MARKER]
+        [--jump-clock STEP:SECONDS]
         pretrain --instances ...
 """
 
@@ -52,6 +57,20 @@ def sleep_after(monkeypatch: pytest.MonkeyPatch, step: int, seconds: float) -> N
     monkeypatch.setattr(Trainer, "train_step", train_step)
 
 
+def hold_after(monkeypatch: pytest.MonkeyPatch, step: int, marker: str) -> None:
+    inner = Trainer.train_step
+
+    def train_step(self, micro_batches):
+        if self.step == step:
+            while not self.stop.signum:
+                time.sleep(0.02)
+            open(marker, "w").close()
+            time.sleep(300)  # a second Ctrl-C ends the process; a trainer that ignored it goes on after this
+        return inner(self, micro_batches)
+
+    monkeypatch.setattr(Trainer, "train_step", train_step)
+
+
 def jump_clock(monkeypatch: pytest.MonkeyPatch, step: int, seconds: float) -> None:
     inner, wall, offset = Trainer.train_step, time.time, [0.0]
 
@@ -73,6 +92,7 @@ def launcher(
     nan_steps: Iterable[int] = (),
     sleep: tuple[int, float] | None = None,
     jump: tuple[int, float] | None = None,
+    hold: tuple[int, str] | None = None,
 ) -> tuple[str, ...]:
     """What follows the interpreter to run `albert` with these hooks (instead of `-m flows.cli`)."""
     hooks = ["--nan-steps", ",".join(map(str, nan_steps))] if nan_steps else []
@@ -80,6 +100,8 @@ def launcher(
         hooks += ["--sleep-after", f"{sleep[0]}:{sleep[1]}"]
     if jump:
         hooks += ["--jump-clock", f"{jump[0]}:{jump[1]}"]
+    if hold:
+        hooks += ["--hold-after", f"{hold[0]}:{hold[1]}"]
     return ("-m", "tests.trainer_hooks", *hooks)
 
 
@@ -90,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nan-steps", type=lambda s: [int(x) for x in s.split(",")], default=[])
     p.add_argument("--sleep-after", type=_step_and_seconds)
     p.add_argument("--jump-clock", type=_step_and_seconds)
+    p.add_argument("--hold-after", type=lambda s: (int(s.split(":", 1)[0]), s.split(":", 1)[1]))
     p.add_argument("albert", nargs=argparse.REMAINDER, help="the `albert` command line")
     args = p.parse_args(argv)
     with pytest.MonkeyPatch.context() as mp:
@@ -97,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             inject_nan(mp, args.nan_steps)
         if args.sleep_after:
             sleep_after(mp, *args.sleep_after)
+        if args.hold_after:
+            hold_after(mp, *args.hold_after)
         if args.jump_clock:
             jump_clock(mp, *args.jump_clock)
         return albert(args.albert)
