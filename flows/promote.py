@@ -45,6 +45,7 @@ from flows.evaluate import (
 from flows.params import Downstream, or_default
 from flows.prefect_run import flow_run_id, logger, stage_flow
 from flows.promote_checks import Checked, check_inputs, open_registry
+from flows.run_names import leaf
 from flows.stage import DEFAULT_ROOT
 from promotion.decontamination import coverage, task_of
 from promotion.downstream import (
@@ -238,7 +239,7 @@ def _report(
         markdown=promotion_markdown(result, result["model"], checked.registry.url()),
         key="promotion-decision",
         # The checkpoint's folder name only: a full path (gs://...) is too wide for the artifact's header.
-        description=f"{promotion_title(result)}: the candidate {storage.basename(str(checked.candidate).rstrip('/'))}",
+        description=f"{promotion_title(result)}: the candidate {leaf(checked.candidate)}",
     )
     logger().info("promotion: %s (%s)", result["event"], "; ".join(result["decision"]["reasons"]))
 

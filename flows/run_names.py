@@ -23,7 +23,8 @@ def _sources(p: dict) -> str:
     return "+".join(dict.fromkeys(kinds)) or "-"
 
 
-def _leaf(path: Any) -> str:
+def leaf(path: Any) -> str:
+    """The last part of a path or URL ("step-250" of ".../checkpoints/step-250/"); "-" for none."""
     return storage.basename(str(path).rstrip("/")) if path else "-"
 
 
@@ -48,8 +49,8 @@ PARTS: dict[str, Callable[[dict], list[str]]] = {
         f"{p.get('steps', '?')} steps",
         str(p.get("device", "auto")),
     ],
-    "evaluate": lambda p: [_leaf(p.get("checkpoint"))],
-    "promote": lambda p: [str(p.get("model_name") or "albert"), _leaf(p.get("candidate"))],
+    "evaluate": lambda p: [leaf(p.get("checkpoint"))],
+    "promote": lambda p: [str(p.get("model_name") or "albert"), leaf(p.get("candidate"))],
     "rollback": lambda p: [str(p.get("model_name") or "albert")],
     "repretrain": lambda p: [_week(p), _sources(p), str(p.get("config", "tiny"))],
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from core import storage
 from core.figures import sig
+from flows.run_names import leaf
 
 # stage result key -> (what a user calls it, the artifacts on its run)
 STAGES = {
@@ -59,12 +60,8 @@ def _pretrain(stage: dict) -> str:
     summary = stage.get("summary") or {}
     first, last = summary.get("first_train") or {}, summary.get("last_train") or {}
     if not last:  # a run shorter than one log window (a test's few steps) logs no train loss
-        return f"{_leaf(stage.get('checkpoint'))}, no train loss logged"
+        return f"{leaf(stage.get('checkpoint'))}, no train loss logged"
     return f"{sig(last.get('step'))} steps, train loss {sig(first.get('loss'))} → {sig(last.get('loss'))}"
-
-
-def _leaf(path: str | None) -> str:
-    return storage.basename(str(path).rstrip("/")) if path else "-"
 
 
 def _row(cells: list[str]) -> str:
