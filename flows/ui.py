@@ -53,16 +53,16 @@ def run(args: argparse.Namespace) -> int:
             "(or give the --out of a demo that ran)"
         )
     api_url = f"http://{HOST}:{options.port}/api"
-    with local_server(home=home, port=options.port, env=ui_env(api_url)):
-        print(
-            f"Prefect UI on the runs of {storage.absolute(options.out)}: http://{HOST}:{options.port}",
-            flush=True,
-        )
-        print("(from another machine: ssh -L 4200:127.0.0.1:4200 this-host, then http://127.0.0.1:4200)")
-        print("Ctrl-C stops it.", flush=True)
-        try:
+    try:  # Ctrl-C is how the UI stops, at any moment: while the server starts too
+        with local_server(home=home, port=options.port, env=ui_env(api_url)):
+            print(
+                f"Prefect UI on the runs of {storage.absolute(options.out)}: http://{HOST}:{options.port}",
+                flush=True,
+            )
+            print("(from another machine: ssh -L 4200:127.0.0.1:4200 this-host, then http://127.0.0.1:4200)")
+            print("Ctrl-C stops it.", flush=True)
             while True:
                 time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:
+        print("Prefect UI stopped.", flush=True)
     return 0

@@ -27,14 +27,16 @@ def test_the_ui_talks_to_its_own_api_on_any_port(tmp_path):
     (home / "prefect.db").touch()  # an empty SQLite file: the server migrates it, as after a demo
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
-        cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    log_path = tmp_path / "ui.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
+            cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=log, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
     try:
         settings, deadline = None, time.monotonic() + 180
         while settings is None:
-            assert proc.poll() is None, proc.stdout.read()
+            assert proc.poll() is None, log_path.read_text()
             assert time.monotonic() < deadline, "the UI did not answer"
             try:
                 settings = json.load(
@@ -47,8 +49,51 @@ def test_the_ui_talks_to_its_own_api_on_any_port(tmp_path):
         assert "<html" in page.lower() and "prefect" in page.lower()
         health = urllib.request.urlopen(settings["api_url"] + "/health", timeout=10).read()
         assert json.loads(health) is True
+        # The server can answer before `albert ui` has seen it healthy and printed its address.
+        while "Ctrl-C stops it." not in log_path.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    out = log_path.read_text()
+    assert proc.returncode == 0, out
+    assert f"Prefect UI on the runs of {tmp_path / 'demo'}: http://127.0.0.1:{port}" in out
+
+
+def test_ctrl_c_while_the_server_starts_stops_the_ui_cleanly(tmp_path):
+    home = tmp_path / "demo" / "prefect-home"
+    home.mkdir(parents=True)
+    (home / "prefect.db").touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
+        cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        # server.log appears once the server process is started: `albert ui` then waits for its health.
+        while not (home / "server.log").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
-    assert f"Prefect UI on the runs of {tmp_path / 'demo'}: http://127.0.0.1:{port}" in out
+    assert "Prefect UI stopped." in out and "Traceback" not in out
+    assert not servers_on(port)  # the Prefect server it started is stopped with it
+
+
+def servers_on(port: int) -> list[int]:
+    """Pids of running `prefect server start ... --port PORT` processes."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"server" in argv and b"--port" in argv and str(port).encode() in argv:
+            found.append(int(entry))
+    return found
