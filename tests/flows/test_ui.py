@@ -16,6 +16,13 @@ from flows.server import free_port
 from tests.model.train_fixtures import ROOT
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT's default disposition in the child, as a terminal gives it. A test run started in the
+    background of a script (`.ci/run &`) inherits SIGINT ignored, and Python then keeps it ignored:
+    the UI would never see the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_folder_without_a_prefect_database_is_refused(tmp_path, capsys):
     assert albert(["ui", "--out", str(tmp_path)]) == 2
     assert "holds no Prefect database: run `albert demo --out" in capsys.readouterr().err
@@ -32,6 +39,7 @@ def test_the_ui_talks_to_its_own_api_on_any_port(tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
             cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=log, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=ctrl_c_as_in_a_terminal,
         )  # fmt: skip
     try:
         settings, deadline = None, time.monotonic() + 180
@@ -70,6 +78,7 @@ def test_ctrl_c_while_the_server_starts_stops_the_ui_cleanly(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
         cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 180
