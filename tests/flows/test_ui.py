@@ -13,6 +13,7 @@ import urllib.request
 
 from flows.cli import main as albert
 from flows.server import free_port
+from tests.faults import alive, descendants
 from tests.model.train_fixtures import ROOT
 
 
@@ -23,24 +24,30 @@ def ctrl_c_as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def start_ui(tmp_path, port: int, stdout) -> subprocess.Popen:
+    """`albert ui` on a demo folder whose Prefect database is an empty SQLite file (the server migrates
+    it, as after a demo)."""
+    home = tmp_path / "demo" / "prefect-home"
+    home.mkdir(parents=True)
+    (home / "prefect.db").touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
+        cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=stdout, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
+    )  # fmt: skip
+
+
 def test_a_folder_without_a_prefect_database_is_refused(tmp_path, capsys):
     assert albert(["ui", "--out", str(tmp_path)]) == 2
     assert "holds no Prefect database: run `albert demo --out" in capsys.readouterr().err
 
 
 def test_the_ui_talks_to_its_own_api_on_any_port(tmp_path):
-    home = tmp_path / "demo" / "prefect-home"
-    home.mkdir(parents=True)
-    (home / "prefect.db").touch()  # an empty SQLite file: the server migrates it, as after a demo
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     log_path = tmp_path / "ui.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
-            cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=log, stderr=subprocess.STDOUT, text=True,
-            preexec_fn=ctrl_c_as_in_a_terminal,
-        )  # fmt: skip
+        proc = start_ui(tmp_path, port, stdout=log)
     try:
         settings, deadline = None, time.monotonic() + 180
         while settings is None:
@@ -70,20 +77,11 @@ def test_the_ui_talks_to_its_own_api_on_any_port(tmp_path):
 
 
 def test_ctrl_c_while_the_server_starts_stops_the_ui_cleanly(tmp_path):
-    home = tmp_path / "demo" / "prefect-home"
-    home.mkdir(parents=True)
-    (home / "prefect.db").touch()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "ui", "--out", str(tmp_path / "demo"), "--port", str(port)],
-        cwd=ROOT, env={**env, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=ctrl_c_as_in_a_terminal,
-    )  # fmt: skip
+    proc = start_ui(tmp_path, free_port(), stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 180
-        # server.log appears once the server process is started: `albert ui` then waits for its health.
-        while not (home / "server.log").exists():
+        # Once the server process exists, `albert ui` is waiting for its health (or just past it).
+        while not (server := descendants(proc.pid)):
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
     finally:
@@ -91,18 +89,4 @@ def test_ctrl_c_while_the_server_starts_stops_the_ui_cleanly(tmp_path):
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert "Prefect UI stopped." in out and "Traceback" not in out
-    assert not servers_on(port)  # the Prefect server it started is stopped with it
-
-
-def servers_on(port: int) -> list[int]:
-    """Pids of running `prefect server start ... --port PORT` processes."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"server" in argv and b"--port" in argv and str(port).encode() in argv:
-            found.append(int(entry))
-    return found
+    assert not alive(server)  # the Prefect server it started is stopped with it
