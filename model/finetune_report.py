@@ -13,8 +13,10 @@ Report layout (a metric M is "accuracy" or "entity_f1"):
     models: {name: {seeds, training (the first run's), runs: [per seed: seed, steps, seconds,
                     best_dev, train_M, dev/test metrics],
                     dev/test: {M, M_ci95, per_seed, seed_sd, n, + the means of the run metrics},
-                    train_M: mean over runs}},
-    scratch_search: [per setting of the from-scratch grid, on the first seed],
+                    train_M: mean over runs,
+                    lr, warmup_fraction (pretrained, scratch, scratch_same_recipe: the setting)}},
+    search: {pretrained | scratch: [per setting of the grid, on the first seed: lr, warmup_fraction,
+             dev_M, <final>_M, steps, seconds, chosen]}   (model/finetune.py compare)
     lift: {split, metric, M, M_paired_ci95, scratch_fits},   (pretrained - scratch)
     differences: {name: {split, metric, M, M_paired_ci95}},   (pretrained - each other model)
     per_example: {split, name: DownstreamSample JSON (k seeds x n examples)}  (what the gate pairs)
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.figures import metric_change, metric_value, percent, points
 from model.finetune_tasks import ModelRun
 from promotion.downstream_stats import paired_difference, summarize
 from promotion.samples import DownstreamSample
@@ -119,14 +122,6 @@ def build_report(task, runs: dict[str, list[ModelRun]], seeds: list[int], final:
     return report
 
 
-def _value(metric: str, value: float) -> str:
-    return f"{value:.2%}" if metric == "accuracy" else f"{value:.4f}"
-
-
-def _signed(metric: str, value: float) -> str:
-    return f"{value:+.2%}" if metric == "accuracy" else f"{value:+.4f}"
-
-
 def _chosen(training: dict) -> str:
     """A baseline's setting chosen on dev: {"parameter": "l2", "chosen": 1e-3} or {"chosen": {"l2": 1e-7}}."""
     chosen = training["chosen"]
@@ -136,8 +131,9 @@ def _chosen(training: dict) -> str:
 
 
 def format_report(report: dict) -> str:
-    """The report as the terminal shows it: a line per model, the scratch model's setting and fit,
-    the lift and each paired difference."""
+    """The report as the terminal shows it: a line per model, each neural model's search, the scratch
+    model's fit, the lift and each paired difference. Proportions in percent, their differences in
+    percentage points (core.figures)."""
     metric = report.get("metric", "accuracy")
     label = METRIC_LABELS.get(metric, metric)
     split = report["lift"]["split"]
@@ -145,9 +141,10 @@ def format_report(report: dict) -> str:
     lines = [f"{report['task']}: {report['sizes']} labels {report['labels']}, {len(seeds)} seed(s) {seeds}"]
     for name, results in report["models"].items():
         scores = results[split]
-        lo, hi = scores[f"{metric}_ci95"]
         extras = "".join(
-            f" {key} {scores[key]:.4f}" for key in ("precision", "recall", "f1", "macro_f1") if key in scores
+            f" {key} {percent(scores[key])}"
+            for key in ("precision", "recall", "f1", "macro_f1")
+            if key in scores
         )
         training = results["training"]
         runs = results.get("runs") or [training]
@@ -157,35 +154,40 @@ def format_report(report: dict) -> str:
             if "steps" in training
             else f"{_chosen(training)} on dev, {training['seconds']} s"
         )
-        spread = f" (seed sd {scores['seed_sd']:.4f})" if len(results.get("seeds") or []) > 1 else ""
-        lines.append(
-            f"  {name:<23} {split} {label} {_value(metric, scores[metric])} [{_value(metric, lo)}, "
-            f"{_value(metric, hi)}]{spread}{extras}, train {label} {_value(metric, results[f'train_{metric}'])} ({cost})"
+        spread = (
+            f" (seed sd {points(scores['seed_sd']).lstrip('+')})"
+            if len(results.get("seeds") or []) > 1
+            else ""
         )
+        lines.append(
+            f"  {name:<23} {split} {label} {metric_value(metric, scores[metric], *scores[f'{metric}_ci95'])}"
+            f"{spread}{extras}, train {label} {percent(results[f'train_{metric}'])} ({cost})"
+        )
+    for name, rows in (report.get("search") or {}).items():
+        tried = ", ".join(
+            f"lr {row['lr']:g}/warm-up {row['warmup_fraction']:g} {percent(row[f'dev_{metric}'])}"
+            + (" (chosen)" if row["chosen"] else "")
+            for row in rows
+        )
+        lines.append(f"  {name} search (seed {seeds[0] if seeds else '?'}, dev {label}): {tried}")
     scratch = report["models"]["scratch"]
-    lines.append(
-        f"  from scratch: lr {scratch['lr']:g}, warm-up {scratch['warmup_fraction']:g} chosen on dev from "
-        f"{len(report['scratch_search'])} settings"
-    )
     fit = scratch["fit"]
     if not fit["fits"]:
         lines.append(
             f"  WARNING: the from-scratch model did not fit its training set (train {label} "
-            f"{_value(metric, fit[f'train_{metric}'])}, {fit['floor_name']} {_value(metric, fit['floor'])}): "
+            f"{percent(fit[f'train_{metric}'])}, {fit['floor_name']} {percent(fit['floor'])}): "
             "the lift over it measures a failed training run, not what pretraining bought"
         )
     lift = report["lift"]
-    lo, hi = lift[f"{metric}_paired_ci95"]
     lines.append(
-        f"  lift (pretrained - scratch): {label} {_signed(metric, lift[metric])} "
-        f"[{_signed(metric, lo)}, {_signed(metric, hi)}]"
+        f"  lift (pretrained - scratch, both tuned by the same search): {label} "
+        f"{metric_change(metric, lift[metric], *lift[f'{metric}_paired_ci95'])}"
         + ("" if fit["fits"] else " (over a scratch model that did not fit)")
     )
     for name, difference in report["differences"].items():
         if name != "scratch":
-            lo, hi = difference[f"{metric}_paired_ci95"]
             lines.append(
-                f"  pretrained - {name}: {label} {_signed(metric, difference[metric])} "
-                f"[{_signed(metric, lo)}, {_signed(metric, hi)}]"
+                f"  pretrained - {name}: {label} "
+                f"{metric_change(metric, difference[metric], *difference[f'{metric}_paired_ci95'])}"
             )
     return "\n".join(lines)

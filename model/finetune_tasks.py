@@ -3,11 +3,12 @@ model/finetune.py's comparison drives (pretrained x seeds, scratch grid, linear 
 
 - `metric`: the task's headline metric, the one the report, the flows and the gate compare
   ("accuracy" for classification, "entity_f1" for named entities);
-- `labels`, `sizes`: what the report records;
+- `labels`, `sizes`: what the report records; `train_items`: the items a training epoch goes through
+  (examples; for NER their windows), from which a run's planned steps follow;
 - `new_model(config, seed, state, checkpoint)`: a fresh classifier, the pretrained backbone loaded
   when `state` is given;
-- `train(model, cfg, device, log) -> ModelRun`: fine-tune with dev early stopping, then score every
-  split;
+- `train(model, cfg, device, log, progress) -> ModelRun`: fine-tune with dev early stopping, then
+  score every split (`progress`: the command's model.finetune_progress.FinetuneProgress, or None);
 - `baselines(log) -> [(name, ModelRun)]`: the models without pretraining, fitted on train and
   chosen on dev;
 - `floor()`: the training-set metric of a model that learnt nothing (the majority rate; 0 entity F1),
@@ -66,6 +67,7 @@ class ClassificationTask:
         self.data = {split: encoder.encode(items, labels) for split, items in examples.items()}
         self.gold = {split: np.array([y for _, _, y in items]) for split, items in self.data.items()}
         self.sizes = {split: len(items) for split, items in self.data.items()}
+        self.train_items = len(self.data["train"])
         self.baseline_config = baselines
 
     def new_model(self, config, seed: int, state: dict | None, checkpoint: str):
@@ -75,9 +77,9 @@ class ClassificationTask:
             AlbertForSequenceClassification, config, len(self.labels), seed, state, checkpoint
         )
 
-    def train(self, model, cfg: FinetuneConfig, device, log) -> ModelRun:
+    def train(self, model, cfg: FinetuneConfig, device, log, progress=None) -> ModelRun:
         history = train_classifier(
-            model, self.data["train"], self.data["dev"], cfg, len(self.labels), device, log
+            model, self.data["train"], self.data["dev"], cfg, len(self.labels), device, log, progress=progress
         )
         predicted = {
             split: predict(model, items, 2 * cfg.batch_size, device) for split, items in self.data.items()
@@ -115,7 +117,7 @@ class NerTask:
     metric = "entity_f1"
     floor_name = "a model that finds no entity"
 
-    def __init__(self, name: str, examples: dict, encoder, baselines):
+    def __init__(self, name: str, examples: dict, encoder, baselines, head: str = "linear"):
         from model.ner_data import BIO_TAGS
 
         self.name = name
@@ -124,17 +126,19 @@ class NerTask:
         self.items = {split: encoder.encode(items) for split, items in examples.items()}
         self.gold = {split: [e.tags for e in items] for split, items in examples.items()}
         self.sizes = {split: len(items) for split, items in examples.items()}
+        self.train_items = len(self.items["train"])
         self.baseline_config = baselines
+        self.head = head  # the output layer, model.ner_finetune.NER_HEADS
 
     def new_model(self, config, seed: int, state: dict | None, checkpoint: str):
         from model.ner_finetune import token_classifier
 
-        return token_classifier(config, len(self.labels), seed, state, checkpoint)
+        return token_classifier(config, len(self.labels), seed, state, checkpoint, self.head)
 
-    def train(self, model, cfg: FinetuneConfig, device, log) -> ModelRun:
+    def train(self, model, cfg: FinetuneConfig, device, log, progress=None) -> ModelRun:
         from model.ner_finetune import train_ner_model
 
-        history, tags, _ = train_ner_model(model, self.items, self.examples, cfg, device, log)
+        history, tags, _ = train_ner_model(model, self.items, self.examples, cfg, device, log, progress)
         return self._run(cfg.seed, history, tags)
 
     def baselines(self, log) -> list[tuple[str, ModelRun]]:

@@ -1,9 +1,10 @@
 """Fine-tuning a classifier: the training loop with dev-based early stopping, prediction, and the
 metrics of a report.
 
-Training: AdamW (weight decay 0.01, not on LayerNorm/bias), linear warmup (10%) then linear decay,
-evaluation on dev every `eval_every` steps, early stopping after `patience` evaluations without a
-better dev score; the best dev state is evaluated on test. The loop serves every task kind: it takes
+Training: AdamW (weight decay 0.01, not on LayerNorm/bias), linear warm-up (the run's fraction of its
+planned steps) then linear decay, evaluation on dev once per epoch (or every `eval_every` steps),
+early stopping after `patience` evaluations without a better dev score; the best dev state is
+evaluated on test. The loop serves every task kind: it takes
 the batch collate and the dev score (`DevScore`): dev accuracy for sentence classification (the
 default), dev entity F1 for NER (model/ner_finetune.py). Metrics of classification: accuracy (95%
 Wilson interval), F1 of the positive class (label index 1) for two classes, macro F1.
@@ -23,6 +24,7 @@ from core.config_cli import opt
 from core.errors import UserError
 from model.device import to_device
 from model.finetune_data import collate
+from model.finetune_progress import FinetuneProgress
 from model.text_baselines import float_list
 from model.tpu import graph_cut, length_multiple
 from promotion.stats import wilson
@@ -56,33 +58,35 @@ the fewest that measure the spread between seeds at all; a GPU affords five."""
 @dataclass
 class FinetuneConfig:
     """Training hyper-parameters (the training section of `albert finetune`'s options; the report
-    records them under "config"). Fields without opt() are fixed: they have no flag."""
+    records them under "config"). Fields without opt() have no flag: `lr` and `warmup_fraction` are
+    the setting of one run, which the search (--lrs x --warmups) sets."""
 
     max_seq_length: int = opt(128)
-    batch_size: int = opt(32)
-    epochs: float = opt(3.0)
-    lr: float = opt(2e-4)
-    weight_decay: float = 0.01
+    batch_size: int = opt(16)
+    epochs: float = opt(
+        10.0, "the most epochs of a run; early stopping on dev (--patience) usually ends it sooner"
+    )
+    lrs: tuple[float, ...] = opt(
+        (1e-4, 5e-4),
+        "peak learning rates searched, chosen on dev with --warmups on the first seed, for every "
+        "neural model alike (pretrained and from scratch; comma-separated). A GPU affords a wider grid, "
+        "e.g. --lrs 5e-5,1e-4,2e-4,5e-4,1e-3 --warmups 0.06,0.1,0.3",
+        parse=float_list,
+    )
+    warmups: tuple[float, ...] = opt(
+        (0.1,),
+        "warm-up fractions of a run's planned steps searched with --lrs (comma-separated)",
+        parse=float_list,
+    )
+    lr: float = 2e-4
     warmup_fraction: float = 0.1
-    eval_every: int = opt(50)
-    """Steps between dev evaluations (early stopping granularity)."""
-    patience: int = opt(4)
+    weight_decay: float = 0.01
+    eval_every: int = opt(0, "steps between dev evaluations (0 = once per epoch)")
+    patience: int = opt(3)
     """Evaluations without a better dev score before stopping. They are not counted while the best
     dev score is still 0 (an NER model that has found no entity yet is warming up, not stuck)."""
     seed: int = opt(12345)
     device: str = opt("auto")
-    scratch_lrs: tuple[float, ...] = opt(
-        (5e-4, 1e-4),
-        "from-scratch model: peak learning rates to try, chosen on dev with --scratch-warmups (comma-separated; "
-        "the pretrained model's --lr and warm-up are always tried too). A GPU can afford a wider grid, "
-        "e.g. --scratch-lrs 3e-3,1e-3,5e-4,2e-4,1e-4 --scratch-warmups 0,0.1,0.3",
-        parse=float_list,
-    )
-    scratch_warmups: tuple[float, ...] = opt(
-        (0.1,),
-        "from-scratch model: warm-up fractions of the steps to try (comma-separated)",
-        parse=float_list,
-    )
     seeds: int = opt(
         0,
         "fine-tuning seeds per neural model (--seed, --seed+1, ...), each metric reported as the mean over "
@@ -92,6 +96,29 @@ class FinetuneConfig:
     def __post_init__(self):
         if self.seeds < 0:
             raise UserError(f"--seeds must be >= 0, got {self.seeds}")
+        if self.batch_size < 1 or self.max_seq_length < 8 or self.epochs <= 0 or self.patience < 1:
+            raise UserError(
+                "fine-tuning needs --batch-size >= 1, --max-seq-length >= 8, --epochs > 0 and --patience >= 1"
+            )
+        if self.eval_every < 0:
+            raise UserError(f"--eval-every must be >= 0, got {self.eval_every}")
+        bad = [x for x in self.lrs if not 0 <= x < 1] + [x for x in self.warmups if not 0 <= x < 1]
+        if bad or not self.lrs or not self.warmups:
+            raise UserError("--lrs and --warmups take numbers in [0, 1), at least one each")
+
+    def grid(self) -> list[tuple[float, float]]:
+        """The settings every neural model searches, in order: (learning rate, warm-up fraction).
+        The same list for the pretrained and the from-scratch model: that is what makes them comparable."""
+        return [(lr, warmup) for lr in self.lrs for warmup in self.warmups]
+
+    def planned_steps(self, train_items: int) -> int:
+        """Steps of a run on `train_items` items: epochs x batches per epoch (early stopping may end it
+        sooner)."""
+        return max(1, int(round(self.epochs * math.ceil(train_items / self.batch_size))))
+
+    def eval_interval(self, train_items: int) -> int:
+        """Steps between dev evaluations: --eval-every, or the batches of one epoch."""
+        return self.eval_every or max(1, math.ceil(train_items / self.batch_size))
 
 
 @torch.no_grad()
@@ -155,6 +182,23 @@ def new_classifier(model_class, config, num_labels: int, seed: int, state: dict 
     return model
 
 
+def finetune_optimizer(model, cfg: FinetuneConfig) -> torch.optim.Optimizer:
+    """AdamW (model.optim.build_optimizer: no weight decay on LayerNorm/bias). Parameters the model
+    names in `lr_scales()` (a CRF layer's transitions) get a group of their own, without weight decay,
+    whose rate the schedule multiplies by their scale."""
+    from model.optim import build_optimizer
+
+    optimizer = build_optimizer(model, "adamw", cfg.lr, cfg.weight_decay, eps=1e-6)
+    scales = model.lr_scales() if hasattr(model, "lr_scales") else {}
+    named = dict(model.named_parameters())
+    for name, scale in scales.items():
+        parameter = named[name]
+        for group in optimizer.param_groups:
+            group["params"] = [p for p in group["params"] if p is not parameter]
+        optimizer.add_param_group({"params": [parameter], "weight_decay": 0.0, "lr_scale": scale})
+    return optimizer
+
+
 def train_classifier(
     model,
     train,
@@ -167,20 +211,21 @@ def train_classifier(
     collate: Callable[[list], dict[str, torch.Tensor]] = collate,
     dev_score: DevScore | None = None,
     epoch_order: Callable[[np.random.Generator], np.ndarray] | None = None,
+    progress: FinetuneProgress | None = None,
 ) -> dict:
     """Fine-tune `model` in place on `train` (batches made by `collate`, in the order of each epoch
     `epoch_order` gives, by default a random permutation); returns the best-dev history. The dev
     score is `dev_score`, by default the accuracy on `dev` (classification items). The best state is
-    loaded at the end."""
-    from model.optim import Schedule, build_optimizer
+    loaded at the end. `progress`: the command's progress, which each evaluation's line goes through
+    (with the run's place among the command's runs, the elapsed time and the ETA); else `log`."""
+    from model.optim import Schedule
 
     to_device(model, device)  # tied weights kept tied (XLA)
     # XLA: batches padded to a few lengths (each step shape compiles once), the step's graph cut after
     # the update (nothing is read on the host inside it); no-ops elsewhere (model/tpu.py).
     multiple, cut_graph = length_multiple(device), graph_cut(torch.device(device))
-    optimizer = build_optimizer(model, "adamw", cfg.lr, cfg.weight_decay, eps=1e-6)
-    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
-    total = max(1, int(round(cfg.epochs * steps_per_epoch)))
+    optimizer = finetune_optimizer(model, cfg)
+    total, eval_every = cfg.planned_steps(len(train)), cfg.eval_interval(len(train))
     schedule = Schedule(cfg.lr, int(cfg.warmup_fraction * total), total)
     rng = np.random.default_rng(cfg.seed)
     dev_score = dev_score or dev_accuracy(dev, num_labels, 2 * cfg.batch_size, device)
@@ -203,7 +248,9 @@ def train_classifier(
         optimizer.zero_grad(set_to_none=True)
         cut_graph()
         step += 1
-        if step % cfg.eval_every == 0 or step == total:
+        if progress is not None:
+            progress.update(step)
+        if step % eval_every == 0 or step == total:
             dev_metrics = dev_score.score(model)
             history.append({"step": step, "loss": float(loss.detach()), f"dev_{metric}": dev_metrics[metric]})
             if dev_metrics[metric] > best[metric]:
@@ -211,9 +258,14 @@ def train_classifier(
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             elif best[metric] > 0:  # a model that has scored nothing yet is still warming up
                 since_best += 1
-            log(
-                f"  step {step}/{total} loss {float(loss.detach()):.4f} dev {metric} {dev_metrics[metric]:.4f} (best {best[metric]:.4f})"
+            line = (
+                f"step {step}/{total} loss {float(loss.detach()):.4f} dev {metric} "
+                f"{dev_metrics[metric]:.4f} (best {best[metric]:.4f})"
             )
+            if progress is not None:
+                progress.line(line)
+            else:
+                log(f"  {line}")
     if best_state is not None:
         model.load_state_dict(best_state)
     return {

@@ -16,6 +16,10 @@ from __future__ import annotations
 import json
 
 from core import storage
+from core.figures import metric_change, metric_value, percent, points
+
+LABELS = {"accuracy": "accuracy", "entity_f1": "entity F1"}
+"""How a fine-tuning report's metric is named in text."""
 
 
 def _read_json(folder: str, name: str) -> dict | None:
@@ -73,6 +77,22 @@ def _eval_section(name: str, report: dict) -> list[str]:
     return [f"{name}: not an `albert evaluate` or `albert finetune` report; not shown.", ""]
 
 
+def search_lines(report: dict) -> list[str]:
+    """Each neural model's search as a markdown list: every setting tried on the first seed with its
+    dev score, the chosen one in bold."""
+    metric = report.get("metric", "accuracy")
+    lines = []
+    for name, rows in (report.get("search") or {}).items():
+        tried = ", ".join(
+            ("**{}**" if row["chosen"] else "{}").format(
+                f"lr {row['lr']:g} / warm-up {row['warmup_fraction']:g}: {percent(row[f'dev_{metric}'])}"
+            )
+            for row in rows
+        )
+        lines.append(f"- {name} search, dev {LABELS.get(metric, metric)}: {tried}")
+    return lines
+
+
 def finetune_table(report: dict, narrow: bool = False) -> list[str]:
     """An `albert finetune` report as markdown: each model's metric on the final split (the mean over
     its seeds, with the 95% interval over seeds and examples), its training-set value, and pretrained
@@ -81,20 +101,18 @@ def finetune_table(report: dict, narrow: bool = False) -> list[str]:
     columns (the fine-tuning flow's artifact, in a panel about 700 px wide)."""
     split = report["lift"]["split"]
     metric = report.get("metric", "accuracy")
-    label = {"accuracy": "accuracy", "entity_f1": "entity F1"}.get(metric, metric)
+    label = LABELS.get(metric, metric)
     seeds = report.get("seeds") or []
     differences = dict(report.get("differences") or {})
     rows = []  # per model: name, runs, value, spread, train value, difference
     for model_name, results in report["models"].items():
         scores = results[split]
-        lo, hi = scores[f"{metric}_ci95"]
-        value = f"{_pct(scores[metric])} [{_pct(lo)}, {_pct(hi)}] (n={scores['n']:,})"
-        spread = f"{_pct(scores['seed_sd'])}" if len(results.get("seeds") or []) > 1 else "-"
+        value = f"{metric_value(metric, scores[metric], *scores[f'{metric}_ci95'])} (n={scores['n']:,})"
+        spread = points(scores["seed_sd"]).lstrip("+") if len(results.get("seeds") or []) > 1 else "-"
         difference = "-"
         if model_name in differences:
             d = differences[model_name]
-            lo, hi = d[f"{metric}_paired_ci95"]
-            difference = f"{100 * d[metric]:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+            difference = metric_change(metric, d[metric], *d[f"{metric}_paired_ci95"])
         runs = len([seed for seed in results.get("seeds") or [] if seed is not None]) or "-"
         rows.append((model_name, runs, value, spread, _pct(results[f"train_{metric}"]), difference))
     if narrow:
@@ -113,10 +131,13 @@ def finetune_table(report: dict, narrow: bool = False) -> list[str]:
         f"Seeds {seeds}: the intervals come from a bootstrap over seeds and test examples together.",
     ]
     scratch = report["models"]["scratch"]
+    lines += ["", *search_lines(report)]
     lines += [
-        f"From scratch: learning rate {scratch['lr']:g} and warm-up {scratch['warmup_fraction']:g} chosen on "
-        f"dev from {len(report['scratch_search'])} settings on the first seed; scratch_same_recipe is the "
-        "pretrained model's recipe (first seed). The char_ngram models read character n-grams, no pretraining.",
+        "",
+        "pretrained and scratch searched the same settings on the first seed, with the same epochs and "
+        "early stopping, and each kept the one its dev score chose; scratch_same_recipe is the scratch "
+        "run at the pretrained model's setting (first seed). The char_ngram models read character "
+        "n-grams, no pretraining.",
     ]
     fit = scratch["fit"]
     if not fit["fits"]:

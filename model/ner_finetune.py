@@ -5,7 +5,7 @@ is model/finetune.py's; it calls:
 
     encoder = NerEncoder(spm_path, cfg.max_seq_length)
     items = {split: encoder.encode(examples[split]) for split in examples}
-    model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, checkpoint)  # state None: scratch
+    model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, checkpoint, head)  # state None: scratch
     history, tags, scores = train_ner_model(model, items, examples, cfg, device, log)
 
 `scores[split]` are the per-example entity counts of model.ner_data.entity_counts
@@ -23,14 +23,23 @@ from model.ner_data import BIO_TAGS, NerExample, entity_counts, entity_scores
 from model.ner_encoding import NerEncoder, TokenItem, collate_tokens, tags_from_units
 from model.tpu import length_multiple
 
-__all__ = ["NerEncoder", "token_classifier", "predict_tags", "train_ner_model"]
+__all__ = ["NER_HEADS", "NerEncoder", "token_classifier", "predict_tags", "train_ner_model"]
 
 
-def token_classifier(config, num_labels: int, seed: int, state: dict | None, checkpoint: str):
-    """A fresh AlbertForTokenClassification: seeded head init; the pretrained backbone when `state`."""
-    from model.classifiers import AlbertForTokenClassification
+NER_HEADS = ("linear", "crf")
+"""The output layers of `--ner-head`: a label per unit from the linear layer alone, or a linear-chain
+CRF over the units of each window (model.classifiers.AlbertForTokenClassificationCrf)."""
 
-    return new_classifier(AlbertForTokenClassification, config, num_labels, seed, state, checkpoint)
+
+def token_classifier(
+    config, num_labels: int, seed: int, state: dict | None, checkpoint: str, head: str = "linear"
+):
+    """A fresh token classifier with the `head` output layer (NER_HEADS): seeded head init; the
+    pretrained backbone when `state`."""
+    from model.classifiers import AlbertForTokenClassification, AlbertForTokenClassificationCrf
+
+    classes = {"linear": AlbertForTokenClassification, "crf": AlbertForTokenClassificationCrf}
+    return new_classifier(classes[head], config, num_labels, seed, state, checkpoint)
 
 
 @torch.no_grad()
@@ -45,9 +54,13 @@ def predict_units(model, items: list[TokenItem], batch_size: int, device) -> lis
         batch = collate_tokens([items[j] for j in rows], multiple)
         batch.pop("labels")
         logits = model(**{k: v.to(device) for k, v in batch.items()}).logits  # (B, L, num_labels)
-        predicted = logits.argmax(-1).cpu().numpy()
+        units = torch.zeros(logits.shape[:2], dtype=torch.bool)  # (B, L): each unit's first piece
         for row, j in enumerate(rows):
-            out[j] = predicted[row, items[j].unit_positions]
+            units[row, items[j].unit_positions] = True
+        predicted = model.unit_labels(logits, units.to(logits.device)).cpu().numpy()  # (units,) row by row
+        counts = [len(items[j].unit_positions) for j in rows]
+        for j, labels in zip(rows, np.split(predicted, np.cumsum(counts)[:-1])):
+            out[j] = labels
     return out
 
 
@@ -75,6 +88,7 @@ def train_ner_model(
     cfg: FinetuneConfig,
     device,
     log=print,
+    progress=None,
 ) -> tuple[dict, dict[str, list[list[str]]], dict[str, dict[str, np.ndarray]]]:
     """Fine-tune a token classifier (token_classifier; seed cfg.seed) in place on items["train"],
     early stopping on dev entity F1; predict every split of `items`. Returns (training history, BIO
@@ -85,7 +99,7 @@ def train_ner_model(
     epoch_order = grouped_by_length([len(item.input_ids) for item in items["train"]], cfg.batch_size)
     history = train_classifier(
         model, items["train"], items["dev"], cfg, len(BIO_TAGS), device, log,
-        collate=collate_tokens, dev_score=dev_score, epoch_order=epoch_order,
+        collate=collate_tokens, dev_score=dev_score, epoch_order=epoch_order, progress=progress,
     )  # fmt: skip
     tags = {split: predict_tags(model, items[split], examples[split], batch_size, device) for split in items}
     scores = {split: entity_counts([e.tags for e in examples[split]], tags[split]) for split in items}

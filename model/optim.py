@@ -137,9 +137,10 @@ class Schedule:
         return self.peak * max(0.0, 1.0 - step / self.total) ** self.power
 
     def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
+        """Set every group's rate to the schedule's, times the group's "lr_scale" (1 when absent)."""
         lr = self(step)
         for g in optimizer.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         return lr
 
     def state_dict(self) -> dict:

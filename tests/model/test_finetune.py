@@ -136,17 +136,15 @@ def toy_task(n, seed):
 
 
 def quick(**overrides) -> FinetuneConfig:
-    """A CPU-test recipe; the from-scratch grid is the recipe alone unless a test widens it."""
-    values = dict(
-        max_seq_length=32, batch_size=16, eval_every=4, patience=100, scratch_warmups=(0.1,), seeds=1
-    )
+    """A CPU-test recipe; the search grid is one setting (`lr`, warm-up 0.1) unless a test widens it."""
+    values = dict(max_seq_length=32, batch_size=16, eval_every=4, patience=100, warmups=(0.1,), seeds=1)
     values.update(overrides)
-    values.setdefault("scratch_lrs", (values.get("lr", 2e-4),))
+    values.setdefault("lrs", (values.pop("lr", 2e-4),))
     return FinetuneConfig(**values)
 
 
 def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys):
-    cfg = quick(epochs=6, lr=1e-2, scratch_lrs=(1e-2, 0.0))
+    cfg = quick(epochs=6, lrs=(1e-2, 0.0))
     r = run_finetune(
         small_checkpoint, toy_task(128, 0), toy_task(48, 1), toy_task(64, 2), cfg, "toy", log=lambda m: None
     )
@@ -156,8 +154,21 @@ def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys
     p, s = r["models"]["pretrained"], r["models"]["scratch"]
     assert p["training"]["steps"] == s["training"]["steps"] == 48  # the same budget
     assert p["test"]["n"] == 64 and p["test"]["accuracy"] > 0.9 and s["test"]["accuracy"] > 0.9  # both learn
-    # lr 0 cannot beat the recipe on dev: the search keeps lr 1e-2, and the scratch model fits its data
-    assert [point["lr"] for point in r["scratch_search"]] == [1e-2, 0.0] and s["lr"] == 1e-2
+    # The same search for both: every setting of the grid, on the first seed, the same budget each.
+    searched = {
+        name: [(row["lr"], row["warmup_fraction"]) for row in r["search"][name]] for name in r["search"]
+    }
+    assert searched == {"pretrained": [(1e-2, 0.1), (0.0, 0.1)], "scratch": [(1e-2, 0.1), (0.0, 0.1)]}
+    assert [row["steps"] for row in r["search"]["pretrained"]] == [
+        row["steps"] for row in r["search"]["scratch"]
+    ]
+    # lr 0 cannot beat lr 1e-2 on dev: both searches keep 1e-2, and the scratch model fits its data
+    assert p["lr"] == s["lr"] == r["models"]["scratch_same_recipe"]["lr"] == 1e-2
+    assert [row["chosen"] for row in r["search"]["scratch"]] == [True, False]
+    assert all(
+        row["dev_accuracy"] <= r["search"]["pretrained"][0]["dev_accuracy"]
+        for row in r["search"]["pretrained"]
+    )
     assert s["fit"]["fits"] and s["train_accuracy"] > 0.9 and r["lift"]["scratch_fits"]
     assert r["lift"]["accuracy"] == pytest.approx(p["test"]["accuracy"] - s["test"]["accuracy"])
     assert r["lift"]["f1"] == pytest.approx(p["test"]["f1"] - s["test"]["f1"])
@@ -180,7 +191,10 @@ def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys
     assert (
         len([line for line in table if line.startswith("| char_ngram") or line.startswith("| scratch")]) == 4
     )
-    assert "chosen on dev from 2 settings" in "\n".join(table) and "did not fit" not in "\n".join(table)
+    assert "- pretrained search, dev accuracy: **lr 0.01 / warm-up 0.1" in "\n".join(table)
+    assert "- scratch search, dev accuracy: **lr 0.01 / warm-up 0.1" in "\n".join(table)
+    assert "did not fit" not in "\n".join(table)
+    assert "pretrained search (seed 12345, dev accuracy): lr 0.01/warm-up 0.1" in printed
     # The flow artifact's narrow form: the same cells in two tables of at most four columns.
     narrow = finetune_table(r, narrow=True)
     headers = [line for line in narrow if line.startswith("| model |")]
@@ -251,10 +265,49 @@ def test_cli_with_files(tmp_path, small_checkpoint, capsys):
     out = str(tmp_path / "report.json")
     code = albert(["finetune", "--checkpoint", small_checkpoint, "--train", paths["train"], "--dev", paths["dev"],
                    "--test", paths["test"], "--epochs", "1", "--max-seq-length", "32", "--out", out,
-                   "--scratch-lrs", "2e-4", "--scratch-warmups", "0.1", "--logreg-l2", "1e-3"])  # fmt: skip
+                   "--lrs", "2e-4", "--warmups", "0.1", "--logreg-l2", "1e-3"])  # fmt: skip
     assert code == 0 and json.load(open(out))["sizes"] == {"train": 48, "dev": 16, "test": 16}
     report = json.load(open(out))
-    assert len(report["scratch_search"]) == 1 and report["baselines_config"]["logreg_l2"] == [1e-3]
-    assert "lift (pretrained - scratch)" in capsys.readouterr().out
+    assert len(report["search"]["scratch"]) == len(report["search"]["pretrained"]) == 1
+    assert report["baselines_config"]["logreg_l2"] == [1e-3]
+    assert "lift (pretrained - scratch, both tuned by the same search)" in capsys.readouterr().out
     code = albert(["finetune", "--checkpoint", small_checkpoint, "--train", paths["train"]])
     assert code == 2 and "--train needs --dev" in capsys.readouterr().err
+
+
+def test_progress_names_the_run_and_estimates_the_time_left(monkeypatch):
+    """Each line says which model of how many, the elapsed time and an ETA for the whole command;
+    the ETA prices a step at the time measured so far, and scales the runs to come by the share of
+    their plan the finished runs used (early stopping)."""
+    from model import finetune_progress
+    from model.finetune_progress import FinetuneProgress, clock
+
+    now = [1000.0]
+    monkeypatch.setattr(finetune_progress.time, "time", lambda: now[0])
+    lines = []
+    progress = FinetuneProgress("toy", [100, 100, 100], lines.append)
+    progress.start_run("pretrained (lr 0.0001, warm-up 0.1, seed 1)")
+    assert progress.eta() is None and "ETA ?" in progress.times()
+    now[0] += 50
+    progress.update(50)  # 1 s per step; nothing finished: the plan in full, 50 + 100 + 100 steps
+    assert progress.eta() == pytest.approx(250)
+    progress.line("step 50/100")
+    assert lines[-1] == (
+        "[toy] model 1/3 pretrained (lr 0.0001, warm-up 0.1, seed 1): step 50/100 | elapsed 0:00:50, ETA 0:04:10"
+    )
+    now[0] += 10
+    progress.update(60)
+    progress.end_run()  # early-stopped at 60 of 100: the next runs are expected to use 60% of theirs
+    assert progress.eta() == pytest.approx(120)  # 2 runs x 60 steps x 1 s
+    progress.start_run("scratch (lr 0.0001, warm-up 0.1, seed 1)")
+    now[0] += 30
+    progress.update(30)  # 90 steps in 90 s: 30 more expected in this run, 60 in the last
+    assert progress.eta() == pytest.approx(90)
+    progress.line("step 30/100")
+    assert lines[-1].startswith("[toy] model 2/3 scratch") and lines[-1].endswith("ETA 0:01:30")
+    progress.update(100)
+    progress.end_run()
+    progress.start_run("scratch (lr 0.0001, warm-up 0.1, seed 2)")
+    progress.update(100)
+    progress.end_run()
+    assert progress.eta() == 0 and clock(3725.4) == "1:02:05"

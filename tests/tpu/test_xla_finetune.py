@@ -113,9 +113,9 @@ def test_albert_finetune_runs_on_xla(tmp_path, vocab_dir):
     out = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "flows.cli", "finetune", "--checkpoint", checkpoint, "--device", "tpu",
            "--train", str(paths["train"]), "--dev", str(paths["dev"]), "--test", str(paths["test"]),
-           "--epochs", "1", "--max-seq-length", "48", "--seeds", "1", "--scratch-lrs", "2e-4", "--out", str(out)]  # fmt: skip
+           "--epochs", "1", "--max-seq-length", "48", "--seeds", "1", "--lrs", "2e-4", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["sizes"] == {"train": 48, "dev": 16, "test": 16}
-    assert "lift (pretrained - scratch)" in proc.stdout
+    assert "lift (pretrained - scratch, both tuned by the same search)" in proc.stdout
