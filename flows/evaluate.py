@@ -21,11 +21,12 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from core import storage
 from core.errors import UserError
-from core.figures import sig, value_with_interval
+from core.figures import sig
 from flows.keys import stage_key
 from flows.params import or_default
 from flows.prefect_run import logger, stage_flow, stage_task
 from flows.stage import DEFAULT_ROOT, stage_dir
+from promotion import units
 from promotion.samples import Baselines, EvalSample
 
 
@@ -99,8 +100,9 @@ def eval_samples(report: dict) -> tuple[EvalSample, Baselines]:
 
 
 def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
-    """Rows metric | one column per model | baselines, raw values: the promote flow's result and the
-    demo summary (the artifacts show eval_metrics_rows)."""
+    """Rows metric | one column per model | baselines, raw values (the baselines as one text, each in
+    the metric's unit: promotion/units.py): the promote flow's result and the demo summary (the
+    artifacts show eval_metrics_rows)."""
     rows = []
     downstream = sorted(
         {key for model_metrics in columns.values() for key in model_metrics if key.startswith("downstream_")}
@@ -112,17 +114,19 @@ def metrics_table(columns: dict[str, dict], baselines: dict) -> list[dict]:
         for name, model_metrics in columns.items():
             value = model_metrics.get(metric)
             row[name] = round(value, 4) if value is not None else None
-        row["baselines"] = ", ".join(f"{k} {v:.4f}" for k, v in (baselines.get(metric) or {}).items())
+        row["baselines"] = ", ".join(
+            f"{k} {units.value(metric, v)}" for k, v in (baselines.get(metric) or {}).items()
+        )
         rows.append(row)
     return rows
 
 
 def _accuracy(result: dict | None) -> str:
-    """An accuracy of the report with its 95% Wilson interval, as the artifact shows it."""
+    """An accuracy of the report in percent with its 95% Wilson interval, as the artifact shows it."""
     if not result:
         return "-"
     lo, hi = result.get("ci95") or (None, None)
-    return value_with_interval(result["accuracy"], lo, hi)
+    return units.value("accuracy", result["accuracy"], lo, hi)
 
 
 METRICS = ("mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy")
@@ -131,7 +135,8 @@ METRICS = ("mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy")
 def eval_metrics_rows(reports: dict[str, dict], uniform_loss: float | None) -> list[dict]:
     """The `eval-metrics` table: one row per model (`albert evaluate` reports on the same eval set, by
     row name: "candidate", "production v1"), then one per trivial baseline, one column per metric
-    (METRICS), rounded (core.figures), accuracies with their 95% Wilson intervals. Models run down the
+    (METRICS), losses in nats (the column says so) and accuracies in percent with their 95% Wilson
+    intervals (promotion/units.py), rounded (core.figures). Models run down the
     rows, as in eval-downstream, so that the table keeps four figure columns whatever the number of
     models and fits the artifact panel of a 1280 px window. The baselines come from the first report
     (every report's are the same: the same eval set, the same train split):
@@ -157,7 +162,7 @@ def eval_metrics_rows(reports: dict[str, dict], uniform_loss: float | None) -> l
         "chance": {
             "mlm_loss": sig(uniform_loss),
             "sop_loss": sig(chance["loss"]),
-            "sop_accuracy": sig(chance["accuracy"]),
+            "sop_accuracy": units.value("sop_accuracy", chance["accuracy"]),
         },
         "majority": {
             "mlm_accuracy": _accuracy(trivial["masked_lm_most_frequent_train_token"]),
@@ -177,7 +182,7 @@ def eval_metrics_description(reports: dict[str, dict], compared: str) -> str:
     return (
         f"{compared} on the eval split of {first['instances']} ({sig(first['masked_lm']['n'])} masked "
         f"predictions, {sig(first['sentence_order']['n'])} sentence pairs). "
-        "Losses in nats per prediction; accuracies with 95% Wilson intervals. Baselines: chance = a "
+        "Losses in nats per prediction; accuracies in percent with 95% Wilson intervals. Baselines: chance = a "
         "uniform guess (ln V over the vocabulary; ln 2 and 50% for the sentence order); majority = always "
         "the train split's most frequent label (masked token; sentence order); unigram = the train "
         "split's masked-token frequencies. The eval split's own most frequent token (an oracle, not a "

@@ -1,8 +1,9 @@
 """Downstream fine-tuning for the gate and the demo (model/finetune.py through `albert finetune`).
 
 `albert finetune` trains the checkpoint next to its baselines on the same split: the same architecture
-from scratch (its learning rate and warm-up chosen on dev, its training-set fit checked) and two
-linear models over character n-grams; the difference over scratch is the fine-tuning lift. The
+from scratch, tuned by the same search (learning rate x warm-up chosen on dev, its training-set fit
+checked), and linear models over character n-grams; the difference over scratch is the fine-tuning
+lift, and the gate holds the candidate to it (promotion/gate_downstream.py). The
 candidate's comparison is also a markdown artifact per task, `finetune-<task>`. For the gate, the
 candidate and the production model are fine-tuned on the same task split with the same seeds; the
 task run of one checkpoint is cached by Prefect (INPUTS + TASK_SOURCE: weights hash, task, options),
@@ -20,6 +21,11 @@ from flows.keys import stage_key
 from flows.prefect_run import logger, stage_task
 from flows.stage import stage_dir
 from flows.stage_options import stage_options
+from promotion import units
+from promotion.degenerate import downstream_degenerate
+
+SEARCHED = ("pretrained", "scratch", "scratch_same_recipe")
+"""The neural models of a fine-tuning report, each with the learning rate and warm-up it ran at."""
 
 if TYPE_CHECKING:
     from model.finetune import FinetuneOptions
@@ -68,37 +74,51 @@ def downstream_task(
 ) -> dict:
     """One task's result for the gate and the summaries: {"task", "metric", "split", "seeds",
     "candidate", "scratch", "lift", "lift_ci95", "scratch_fits", "baselines", "ci95", "differences",
-    "production", "production_ci95", "candidate_sample", "production_sample"}. Values are the task's
-    metric (accuracy, or entity F1 for NER) on its test split (dev when it has none), as the mean over
-    the fine-tuning seeds: of the fine-tuned candidate, of the same model trained from scratch, and of
+    "chosen", "searched", "degenerate", "production", "production_ci95", "candidate_sample",
+    "production_sample", "scratch_sample"}. Values are the task's metric (accuracy, or entity F1 for
+    NER) on its test split (dev when it has none), as the mean over the fine-tuning seeds: of the
+    fine-tuned candidate, of the same model trained from scratch and tuned by the same search, and of
     the fine-tuned production model (the same seeds, the same split); whether the scratch model fit
     its training set; every other model's value ("baselines": name -> value); every model's 95%
     interval over seeds and examples ("ci95": name -> [lo, hi], the candidate's under "pretrained";
     "production_ci95"); the candidate minus each other model with its paired interval
-    ("differences"); and the candidate's and production's per-(seed, example) scores
-    (promotion.samples.DownstreamSample JSON), which the gate pairs."""
+    ("differences"); the learning rate and warm-up each neural model ran at ("chosen": name ->
+    {"lr", "warmup_fraction"}, for pretrained, scratch, scratch_same_recipe) and how many settings
+    each search tried on dev ("searched": name -> count); the models that predict one thing
+    ("degenerate": name -> what, promotion/degenerate.py); and the per-(seed, example) scores
+    (promotion.samples.DownstreamSample JSON) of the candidate, production and the model from
+    scratch, which the gate pairs."""
     report = _run(candidate, task, storage_root, extra_args)
     split, metric = report["lift"]["split"], report.get("metric", "accuracy")
+    models, per_example = report["models"], report.get("per_example") or {}
     baselines_artifact(report)
     out = {
         "task": task,
         "metric": metric,
         "split": split,
         "seeds": report.get("seeds"),
-        "candidate": report["models"]["pretrained"][split][metric],
-        "scratch": report["models"]["scratch"][split][metric],
+        "candidate": models["pretrained"][split][metric],
+        "scratch": models["scratch"][split][metric],
         "lift": report["lift"][metric],
         "lift_ci95": report["lift"].get(f"{metric}_paired_ci95"),
         "scratch_fits": report["lift"].get("scratch_fits"),
         "baselines": {
-            name: results[split][metric] for name, results in report["models"].items() if name != "pretrained"
+            name: results[split][metric] for name, results in models.items() if name != "pretrained"
         },
-        "ci95": {name: results[split].get(f"{metric}_ci95") for name, results in report["models"].items()},
+        "ci95": {name: results[split].get(f"{metric}_ci95") for name, results in models.items()},
         "differences": report.get("differences", {}),
+        "chosen": {
+            name: {"lr": models[name]["lr"], "warmup_fraction": models[name].get("warmup_fraction")}
+            for name in SEARCHED
+            if "lr" in models.get(name, {})
+        },
+        "searched": {name: len(rows) for name, rows in (report.get("search") or {}).items()},
+        "degenerate": downstream_degenerate(report),
         "production": None,
         "production_ci95": None,
-        "candidate_sample": (report.get("per_example") or {}).get("pretrained"),
+        "candidate_sample": per_example.get("pretrained"),
         "production_sample": None,
+        "scratch_sample": per_example.get("scratch"),
     }
     if production:
         production_report = _run(production, task, storage_root, extra_args)
@@ -106,16 +126,18 @@ def downstream_task(
         out["production_ci95"] = production_report["models"]["pretrained"][split].get(f"{metric}_ci95")
         out["production_sample"] = (production_report.get("per_example") or {}).get("pretrained")
     logger().info(
-        "downstream %s (%s %s, %d seed(s)): candidate %.4f, from scratch %.4f%s, production %s; baselines %s",
+        "downstream %s (%s %s, %d seed(s)): candidate %s, from scratch %s%s, production %s; baselines %s%s",
         task,
         split,
         metric,
         len(out["seeds"] or []),
-        out["candidate"],
-        out["scratch"],
+        units.value(metric, out["candidate"]),
+        units.value(metric, out["scratch"]),
         " (DID NOT FIT its training set)" if out["scratch_fits"] is False else "",
-        "n/a" if out["production"] is None else f"{out['production']:.4f}",
-        ", ".join(f"{name} {value:.4f}" for name, value in out["baselines"].items()) or "none",
+        "n/a" if out["production"] is None else units.value(metric, out["production"]),
+        ", ".join(f"{name} {units.value(metric, value)}" for name, value in out["baselines"].items())
+        or "none",
+        "".join(f"; {name} {what}" for name, what in out["degenerate"].items()),
     )
     return out
 

@@ -3,7 +3,7 @@ registry's production pointer. The logic is the promotion package's (gate, regis
 decision); this flow sequences it: check, evaluate both models, decide, register, report.
 
     albert promote --candidate DIR --registry DIR [--instances DIR] [--model albert]
-                   [--min-improvement 0.01] [--max-regression 0.02]
+                   [--min-improvement 0.01] [--max-regression 0.02] [--allow-below-scratch]
     albert promote --registry DIR --rollback [--model albert]
     albert promote --registry DIR --set-production vN [--model albert]
 
@@ -48,11 +48,13 @@ from flows.promote_checks import Checked, check_inputs, open_registry
 from flows.run_names import leaf
 from flows.stage import DEFAULT_ROOT
 from promotion.decontamination import coverage, task_of
+from promotion.degenerate import sop_constant, sop_constant_warning
 from promotion.downstream import (
     downstream_baselines,
     downstream_description,
     downstream_pairs,
     downstream_rows,
+    scratch_samples,
     with_downstream,
 )
 from promotion.gate import GateConfig, decide
@@ -114,6 +116,7 @@ def promote(
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
+    allow_below_scratch: bool = GateConfig.allow_below_scratch,
     downstream: Downstream = None,
     lineage: or_default(dict[str, Any], "no lineage") = None,
     spm_model: or_default(str, "lineage's vocab_dir", "a file") = None,
@@ -133,9 +136,13 @@ def promote(
         max_regression: ε: a secondary metric (SOP accuracy, each downstream task's) vetoes when its
             drop is significantly greater than ε (0: any real drop vetoes).
         alpha: significance level of the primary test, and family-wise level of the secondary ones.
+        allow_below_scratch: promote a candidate that is significantly worse than the model from
+            scratch on a downstream task (every other check passing); the decision then says so.
+            False: such a candidate is not promoted.
         downstream: flows.finetune.downstream_tasks's results (one dict per task; a single dict is
-            one task) when fine-tuning ran for candidate and production: the gate then also guards
-            each task's metric, paired on the same test examples and seeds. None: no downstream check.
+            one task): the gate guards each task's metric against production (when it was fine-tuned
+            too) and against the model from scratch tuned by the same search, paired on the same test
+            examples and seeds. None: no downstream check.
         lineage: stage folders etc. for the version's lineage.json (repretrain fills it in).
         spm_model: the vocabulary the candidate was trained with, for a checkpoint that holds no
             spm.model; None: lineage's vocab_dir's.
@@ -157,6 +164,7 @@ def promote(
             min_improvement=min_improvement,
             max_regression=max_regression,
             alpha=alpha,
+            allow_below_scratch=allow_below_scratch,
             max_batches=max_batches,
         )
     )
@@ -174,6 +182,7 @@ def promote(
         decontaminated=coverage(
             sorted({t for t in map(task_of, pairs) if t}), corpus_manifest(lineage.get("corpus_dir"))
         ),
+        scratch=scratch_samples(downstream),
     )
     cand_metrics, prod_metrics = with_downstream(cand.metrics, prod.metrics if prod else None, downstream)
     result = gate_and_promote(
@@ -223,10 +232,12 @@ def _report(
             f"The candidate and production {checked.production}, both evaluated in this run, against each "
             "other and the trivial baselines"
         )
+    constant = sop_constant(cand.sample, cand.baseline_sample)
     create_table_artifact(
         table=eval_metrics_rows(reports, cand.baselines["mlm_loss"].get("uniform")),
         key="eval-metrics",
         description=eval_metrics_description(reports, compared)
+        + (f" The candidate: {sop_constant_warning(constant)}." if constant else "")
         + (" Downstream tasks: the eval-downstream table." if downstream else ""),
     )
     if downstream:
@@ -302,8 +313,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         _CHECKED_BY_THE_COMMAND.reset(handed)
     print(json.dumps({k: result[k] for k in ("event", "version", "production", "previous")}))
+    warnings = set(result["decision"].get("warnings") or [])
     for reason in result["decision"]["reasons"]:
-        print("  " + reason)
+        print(("  WARNING: " if reason in warnings else "  ") + reason)
     return 0 if result["event"] == "promote" else 1
 
 

@@ -78,6 +78,7 @@ def repretrain(
     min_improvement: float = GateConfig.min_improvement,
     max_regression: float = GateConfig.max_regression,
     alpha: float = GateConfig.alpha,
+    allow_below_scratch: bool = GateConfig.allow_below_scratch,
     finetune_tasks: list[FinetuneTask] = [],  # noqa: B006
     finetune_args: list[str] = [],  # noqa: B006
     max_eval_batches: or_default(int, "all") = None,
@@ -136,6 +137,9 @@ def repretrain(
         max_regression: gate ε: a secondary metric (SOP accuracy, each downstream task's) vetoes when
             its drop is significantly greater than ε (0: any real drop vetoes).
         alpha: the gate's significance level (primary test; family-wise for the secondary ones).
+        allow_below_scratch: promote a candidate that is significantly worse than the model from
+            scratch on a downstream task (every other check passing); the decision then says so.
+            False: such a candidate is not promoted.
         finetune_tasks: downstream tasks for the fine-tuning comparison and the gate's downstream
             checks; their dev and test sets are kept out of the corpus unless corpus_options gives
             "decontaminate". Empty: no fine-tuning.
@@ -274,6 +278,7 @@ def repretrain(
         min_improvement=min_improvement,
         max_regression=max_regression,
         alpha=alpha,
+        allow_below_scratch=allow_below_scratch,
         downstream=downstream,
         lineage={
             "corpus_dir": corpus["dir"],

@@ -1,13 +1,16 @@
 """The `run-summary` artifact of a re-pretraining run (the demo's and the weekly schedule's top-level
 run): what each stage built or reused, the training and downstream figures, the gate's decision, and a
 link to each stage's run, where its own artifacts are. Every stage artifact hangs off its stage's run;
-this one is on the run a user opens first."""
+this one is on the run a user opens first. The gate's warnings (a candidate below scratch, a constant
+SOP head) stand in bold under the title; downstream figures are in percent, the lift in percentage
+points (promotion/units.py)."""
 
 from __future__ import annotations
 
 from core import storage
 from core.figures import sig
 from flows.run_names import leaf
+from promotion import units
 
 # stage result key -> (what a user calls it, the artifacts on its run)
 STAGES = {
@@ -85,9 +88,10 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
         f"Production is now **{promotion.get('production') or 'none'}** (model `{promotion.get('model', 'albert')}`)."
         + (f" Took {sig(minutes, 3)} min." if minutes is not None else ""),
         "",
-        "| stage | outcome | figures |",
-        "|---|---|---|",
     ]
+    warnings = promotion["decision"].get("warnings") or []
+    lines += [*(f"**{warning}**" for warning in warnings), ""] if warnings else []
+    lines += ["| stage | outcome | figures |", "|---|---|---|"]
     for key, (label, _) in STAGES.items():
         stage = result.get(key) or {}
         lines.append(
@@ -106,18 +110,30 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
             "",
         ]
         lines += [
-            "| task | metric | candidate | from scratch |" + (" production |" if with_production else "")
+            "| task | metric | candidate | from scratch | lift [95% CI] |"
+            + (" production |" if with_production else "")
         ]
-        lines += ["|---|---|---|---|" + ("---|" if with_production else "")]
+        lines += ["|---|---|---|---|---|" + ("---|" if with_production else "")]
         for task in downstream:
+            metric = task.get("metric", "accuracy")
+            low, high = task.get("lift_ci95") or (None, None)
             figures = [
                 task["task"],
-                f"{task['split']} {task['metric']}",
-                sig(task["candidate"]),
-                sig(task["scratch"]),
+                f"{task['split']} {metric}",
+                units.value(metric, task["candidate"]),
+                units.value(metric, task["scratch"]),
+                units.change(metric, task.get("lift"), low, high),
             ]
-            lines.append(_row(figures + ([sig(task.get("production"))] if with_production else [])))
-    lines += ["", "Reasons:", ""] + [f"- {r}" for r in promotion["decision"]["reasons"]]
+            production = [units.value(metric, task.get("production"))] if with_production else []
+            lines.append(_row(figures + production))
+        predicting_one_thing = [
+            f"- {task['task']}: {name} {what}"
+            for task in downstream
+            for name, what in (task.get("degenerate") or {}).items()
+        ]
+        lines += ["", *predicting_one_thing] if predicting_one_thing else []
+    reasons = [r for r in promotion["decision"]["reasons"] if r not in warnings]  # each line once
+    lines += ["", "Reasons:", ""] + [f"- {r}" for r in reasons]
     shown = [f"{label}: {artifacts}" for label, artifacts in STAGES.values()]
     shown.append(
         "promotion: eval-metrics, " + ("eval-downstream, " if downstream else "") + "promotion-decision"

@@ -19,42 +19,62 @@ Rules (α = GateConfig.alpha, δ = min_improvement, ε = max_regression):
   This bounds by α the chance that noise alone vetoes a candidate whose secondaries did not get worse.
 - first promotion (no production): the loss must beat the unigram baseline significantly, and SOP may
   not be significantly below the train-majority baseline (paired) nor below chance (exact binomial).
+- pretraining must pay (promotion/gate_downstream.py): on each downstream task the candidate may not be
+  significantly worse than the same architecture from scratch, tuned by the same search; one more
+  secondary per task, in the same corrected family, at every promotion. GateConfig.allow_below_scratch
+  lets such a candidate through, and the decision's warnings say so.
+- a constant SOP head (one label for every sequence) is named in the warnings, not vetoed
+  (promotion/degenerate.py; docs/gate.md says why).
 
 Inputs are per-example arrays in the SAME order for every model (index i = eval sequence i, or test
-example j of a downstream task; downstream results also with the same fine-tuning seeds). They travel as JSON (`to_json` / `from_json`), never pickle.
+example j of a downstream task; downstream results also with the same fine-tuning seeds). They travel
+as JSON (`to_json` / `from_json`), never pickle.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from core.errors import UserError
-from core.figures import sig, signed
 from promotion.decontamination import refused_tasks, task_of
-from promotion.downstream_stats import paired_difference, require_comparable
-from promotion.gate_report import correction_label, format_p, vs_label
-from promotion.samples import Baselines, DownstreamSample, EvalSample
-from promotion.stats import (
-    bonferroni,
-    holm,
-    mcnemar,
-    normal_sf,
-    one_sample_proportion_vs,
-    paired_proportion_difference,
-    paired_ratio_difference,
-    wilson,
+from promotion.degenerate import sop_constant, sop_constant_warning
+from promotion.gate_checks import (
+    PRIMARY,
+    accuracy_info,
+    chance_regression,
+    loss_check,
+    paired_regression,
 )
+from promotion.gate_downstream import (
+    DownstreamPair,
+    below_scratch,
+    downstream_pairs,
+    production_checks,
+    scratch_checks,
+)
+from promotion.gate_reasons import primary_reason, scratch_warning, secondary_reason
+from promotion.samples import Baselines, DownstreamSample, EvalSample
+from promotion.stats import bonferroni, holm
 
-PRIMARY = "mlm_loss"
 SECONDARY = ("sop_accuracy", "downstream_accuracy")
 CORRECTIONS = {"bonferroni": bonferroni, "holm": holm}
-DownstreamPair = tuple[DownstreamSample | None, DownstreamSample | None]
-"""(candidate, production) results of one downstream task; either side may be missing."""
+__all__ = [  # what callers import from here, the samples and the pair type included
+    "PRIMARY",
+    "SECONDARY",
+    "Baselines",
+    "Decision",
+    "DownstreamPair",
+    "DownstreamSample",
+    "EvalSample",
+    "GateConfig",
+    "GateNumberError",
+    "decide",
+]
 
 # ------------------------------------------------------------------------------------------ config
 
@@ -106,6 +126,9 @@ class GateConfig:
     """Multiple-comparison correction over the secondaries compared: "bonferroni" or "holm". Both
     give the same verdict (the gate asks whether ANY secondary regresses: min p < α/m); Holm's
     adjusted p-values of the non-minimal rows are smaller."""
+    allow_below_scratch: bool = False
+    """Promote a candidate that is significantly worse than the model from scratch on a downstream
+    task (when every other check passes); the decision's warnings then say so. False: refused."""
 
     def __post_init__(self):
         for field_name, (_, within) in NUMBERS.items():
@@ -120,6 +143,10 @@ class GateConfig:
             raise UserError(f"gate: unknown secondary metric(s) {unknown}; known: {list(SECONDARY)}")
         if self.correction not in CORRECTIONS:
             raise UserError(f"gate: correction must be one of {sorted(CORRECTIONS)}, got {self.correction!r}")
+        if not isinstance(self.allow_below_scratch, bool):
+            raise UserError(
+                f"gate: allow_below_scratch must be true or false, got {self.allow_below_scratch!r}"
+            )
         object.__setattr__(self, "secondary", secondary)
 
     def to_dict(self) -> dict:
@@ -140,133 +167,20 @@ class Decision:
     """One row per test: metric, candidate, reference, reference_kind, delta (+ = candidate better),
     ci95 [lo, hi] of delta, p_value (adjusted for secondaries), p_raw, test, threshold, role
     ("primary" | "secondary"), n, ok; downstream rows (metric "downstream_accuracy" or
-    "downstream_entity_f1") add task."""
+    "downstream_entity_f1", reference_kind "production" or "scratch") add task; a row against
+    scratch that allow_below_scratch let through adds allowed: True; an SOP row of a constant head
+    adds constant_predictor (the label it always predicts)."""
     info: list[dict] = field(default_factory=list)
     """Rows shown but not gated (MLM accuracy), in the same form; ok is None."""
     gate: dict = field(default_factory=dict)
     """The GateConfig used."""
+    warnings: list[str] = field(default_factory=list)
+    """What a reader must not miss, also among the reasons (last): a candidate promoted although
+    significantly worse than scratch (allow_below_scratch) or refused for it, a constant SOP head.
+    The summaries show these first."""
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def _finite(x: float) -> float | None:
-    """JSON has no inf/NaN: an unbounded interval end becomes None."""
-    return float(x) if math.isfinite(x) else None
-
-
-def _row(metric: str, role: str, reference_kind: str, **values) -> dict:
-    """A check row; numbers become Python floats and an unbounded interval end None (valid JSON)."""
-    lo, hi = values.pop("ci95")
-    p = float(values.pop("p"))
-    row = dict(metric=metric, role=role, reference_kind=reference_kind, ci95=[_finite(lo), _finite(hi)])
-    row.update(p_value=p, p_raw=p, ok=None)
-    for key in ("candidate", "reference", "delta"):
-        row[key] = float(values.pop(key))
-    row["n"] = int(values.pop("n"))
-    row.update(values)  # test, threshold, task
-    return row
-
-
-def _z_p(excess: float, se: float) -> float:
-    """One-sided p of H0 "true value <= threshold" when the estimate exceeds it by `excess`."""
-    if se == 0:
-        return 0.0 if excess > 0 else 1.0
-    return normal_sf(excess / se) if math.isfinite(se) else 1.0
-
-
-# -------------------------------------------------------------------------------------------- tests
-
-
-def _loss_check(candidate: EvalSample, ref_loss_sum: np.ndarray, kind: str, threshold: float) -> dict:
-    """Primary: improvement = reference loss - candidate loss (nats/prediction), paired per sequence."""
-    estimate = paired_ratio_difference(ref_loss_sum, candidate.mlm_loss_sum, candidate.mlm_count)
-    p = _z_p(estimate["diff"] - threshold, estimate["se"])  # H0: improvement <= threshold
-    return _row(
-        PRIMARY,
-        "primary",
-        kind,
-        candidate=estimate["ratio_b"],
-        reference=estimate["ratio_a"],
-        delta=estimate["diff"],
-        ci95=estimate["ci95"],
-        p=p,
-        test=f"paired z, {estimate['n']} sequences",
-        threshold=threshold,
-        n=estimate["n"],
-    )
-
-
-def _accuracy_info(candidate: EvalSample, ref_correct: np.ndarray, kind: str) -> dict:
-    """MLM accuracy, shown not gated: the same per-sequence ratio estimator, two-sided p."""
-    estimate = paired_ratio_difference(candidate.mlm_correct, ref_correct, candidate.mlm_count)
-    p = min(1.0, 2 * _z_p(abs(estimate["diff"]), estimate["se"]))
-    return _row(
-        "mlm_accuracy",
-        "info",
-        kind,
-        candidate=estimate["ratio_a"],
-        reference=estimate["ratio_b"],
-        delta=estimate["diff"],
-        ci95=estimate["ci95"],
-        p=p,
-        test=f"paired z two-sided, {estimate['n']} sequences",
-        threshold=None,
-        n=estimate["n"],
-    )
-
-
-def _paired_regression(
-    metric: str, cand: np.ndarray, ref: np.ndarray, kind: str, eps: float, **extra
-) -> dict:
-    """Secondary on the same examples: H0 "drop <= ε", H1 "the candidate is worse by more than ε".
-
-    ε = 0: exact McNemar (H1: the reference is right more often on the discordant examples); exact
-    for any n, and the examples both models get right or wrong drop out as they should.
-    ε > 0: z = (drop - ε)/se with the paired Wald se (McNemar has no margin); fine once the number
-    of discordant examples is in the tens, which is where a margin is worth having."""
-    d = paired_proportion_difference(cand, ref)  # diff = acc_cand - acc_ref; b: cand right, ref wrong
-    discordant = f"{d['b'] + d['c']} discordant of {d['n']}"
-    if eps == 0:
-        p, test = mcnemar(d["c"], d["b"]), f"exact McNemar, {discordant}"
-    else:
-        p, test = _z_p(-d["diff"] - eps, d["se"]), f"paired z vs margin {eps:g}, {discordant}"
-    return _row(
-        metric,
-        "secondary",
-        kind,
-        candidate=d["acc_a"],
-        reference=d["acc_b"],
-        delta=d["diff"],
-        ci95=d["ci95"],
-        p=p,
-        test=test,
-        threshold=-eps if eps else 0.0,
-        n=d["n"],
-        **extra,
-    )
-
-
-def _chance_regression(metric: str, cand: np.ndarray, chance: float, eps: float) -> dict:
-    """Secondary against a constant: exact binomial, H1 "accuracy < chance - ε"."""
-    n, k = int(cand.size), int(np.count_nonzero(cand))
-    p0 = chance - eps
-    p = one_sample_proportion_vs(p0, k, n, "less") if p0 > 0 else 1.0
-    lo, hi = wilson(k, n)
-    acc = k / n if n else 0.0
-    return _row(
-        metric,
-        "secondary",
-        "baseline:chance",
-        candidate=acc,
-        reference=chance,
-        delta=acc - chance,
-        ci95=[lo - chance, hi - chance],
-        p=p,
-        test=f"exact binomial vs {p0:g}, {n} examples",
-        threshold=-eps if eps else 0.0,
-        n=n,
-    )
 
 
 # -------------------------------------------------------------------------------------------- gate
@@ -287,83 +201,21 @@ def _require_same_eval_set(candidate: EvalSample, other_count: np.ndarray, other
         )
 
 
-def _downstream_pairs(downstream: DownstreamPair | Sequence[DownstreamPair] | None) -> list[DownstreamPair]:
-    if downstream is None:
-        return []
-    if isinstance(downstream, tuple) and len(downstream) == 2 and not isinstance(downstream[0], tuple):
-        return [downstream]  # one (candidate, production) pair
-    return list(downstream)
-
-
-def _downstream_row(cand: DownstreamSample, prod: DownstreamSample, eps: float) -> dict:
-    """Secondary for one task, H0 "drop <= ε" in the metric's own units (accuracy or F1).
-
-    One seed, accuracy: _paired_regression (exact McNemar, or the paired z against ε). Otherwise
-    z = (-(difference) - ε) / se with the two-way (seeds x examples) paired bootstrap's se and
-    percentile interval: fine-tuning swings between seeds, and a test over the examples alone would
-    call a seed-to-seed difference significant."""
-    metric = f"downstream_{cand.metric}"
-    if cand.metric == "accuracy" and cand.k == 1:
-        return _paired_regression(metric, cand.correct[0], prod.correct[0], "production", eps, task=cand.task)
-    d = paired_difference(cand, prod)
-    seeds = f"{cand.k} seed{'s' if cand.k > 1 else ''} x {cand.n} examples"
-    return _row(
-        metric,
-        "secondary",
-        "production",
-        candidate=cand.value,
-        reference=prod.value,
-        delta=d["difference"],
-        ci95=d["ci95"],
-        p=_z_p(-d["difference"] - eps, d["se"]),
-        test=f"two-way bootstrap z{f' vs margin {eps:g}' if eps else ''}, {seeds}",
-        threshold=-eps if eps else 0.0,
-        n=cand.n,
-        task=cand.task,
-    )
-
-
-def _downstream_checks(pairs: list[DownstreamPair], eps: float, reasons: list[str]) -> list[dict]:
-    rows = []
-    for cand, prod in pairs:
-        if cand is None and prod is None:
-            continue
-        if cand is None or prod is None:
-            present = cand or prod
-            missing = "candidate" if cand is None else "production"
-            reasons.append(
-                f"downstream_{present.metric} ({present.task}): not compared (no result for the {missing})"
-            )
-            continue
-        require_comparable(cand, prod, ("candidate", "production"), same_seeds=True)
-        rows.append(_downstream_row(cand, prod, eps))
-    return rows
-
-
-def _primary_reason(row: dict, alpha: float) -> str:
-    # Rounded as the decision's tables round them (core.figures), so that a reason and a table agree.
-    lo, hi = row["ci95"]
-    ci = f"[{signed(lo, 2)}, {signed(hi, 2)}]" if lo is not None and hi is not None else "[unbounded]"
-    head = (
-        f"mlm_loss {sig(row['candidate'])} vs {vs_label(row['reference_kind'])} {sig(row['reference'])}: "
-        f"improvement {signed(row['delta'], 3)} nats {ci}, p={format_p(row['p_value'])}"
-    )
-    if row["ok"]:
-        return f"{head} < {alpha:g}"
-    return f"{head} >= {alpha:g}: not significantly more than δ={row['threshold']:g}"
-
-
-def _secondary_reason(row: dict, alpha: float, correction: str, m: int, eps: float) -> str:
-    task = f" ({row['task']})" if "task" in row else ""
-    lo, hi = (signed(end, 2) for end in row["ci95"])
-    adjusted = f"; {correction_label(correction)}-adjusted over {m} secondaries" if m > 1 else ""
-    values = f"{sig(row['candidate'])} vs {vs_label(row['reference_kind'])} {sig(row['reference'])}"
-    head = f"{row['metric']}{task} {values}: change {signed(row['delta'], 3)} [{lo}, {hi}]"
-    p = f"p={format_p(row['p_value'])}"
-    margin = f" beyond ε={eps:g}" if eps else ""
-    if row["ok"]:
-        return f"{head}, {p} (not a significant regression{margin}{adjusted})"
-    return f"{head}, {p} < {alpha:g}: significant regression{margin}{adjusted}"
+def _sop_checks(
+    candidate: EvalSample, reference: EvalSample | None, baselines: Baselines | None, eps: float
+) -> list[dict]:
+    """SOP against production (paired), or, at a first promotion, against the train-majority baseline
+    (paired) and chance (one sample)."""
+    if reference is not None:
+        return [
+            paired_regression("sop_accuracy", candidate.sop_correct, reference.sop_correct, "production", eps)
+        ]
+    assert baselines is not None
+    majority = baselines.sop_majority_correct
+    return [
+        paired_regression("sop_accuracy", candidate.sop_correct, majority, "baseline:majority", eps),
+        chance_regression("sop_accuracy", candidate.sop_correct, baselines.sop_chance, eps),
+    ]
 
 
 def decide(
@@ -373,6 +225,7 @@ def decide(
     baselines: Baselines | None = None,
     downstream: DownstreamPair | Sequence[DownstreamPair] | None = None,
     decontaminated: dict[str, bool | None] | None = None,
+    scratch: Mapping[str, DownstreamSample] | None = None,
 ) -> Decision:
     """Gate a candidate against production (`reference`), or against the trivial baselines when there
     is no production model yet (first promotion).
@@ -384,7 +237,14 @@ def decide(
 
     downstream: a (candidate, production) pair of DownstreamSample (either may be None), or a list of
     such pairs, one per task; the two sides of a task must have the same metric and fine-tuning seeds.
-    A task with one side only is not compared (a reason says so).
+    A task with one side only is not compared with production (a reason says so, unless there is no
+    production model at all).
+
+    scratch: per task, the same architecture fine-tuned from scratch with the candidate's seeds on the
+    same examples (its learning rate and warm-up chosen by the same search): the candidate may not be
+    significantly worse than it (unless gate.allow_below_scratch), with or without production.
+
+    baselines also tell whether the candidate's SOP head is constant (promotion/degenerate.py).
     Raises UserError when the inputs are not on the same eval sequences / test examples."""
     if reference is None and baselines is None:
         return Decision(
@@ -394,42 +254,28 @@ def decide(
         )
     reasons: list[str] = []
     eps = gate.max_regression
-    secondary: list[dict] = []
     if reference is not None:
         _require_same_eval_set(candidate, reference.mlm_count, "production")
-        primary = _loss_check(candidate, reference.mlm_loss_sum, "production", gate.min_improvement)
-        info = [_accuracy_info(candidate, reference.mlm_correct, "production")]
-        if "sop_accuracy" in gate.secondary:
-            secondary.append(
-                _paired_regression(
-                    "sop_accuracy", candidate.sop_correct, reference.sop_correct, "production", eps
-                )
-            )
+        primary = loss_check(candidate, reference.mlm_loss_sum, "production", gate.min_improvement)
+        info = [accuracy_info(candidate, reference.mlm_correct, "production")]
     else:
         assert baselines is not None
         _require_same_eval_set(candidate, baselines.mlm_count, "the baselines")
         # δ is a margin over production; against a trivial baseline "significantly better" is the bar.
-        primary = _loss_check(candidate, baselines.unigram_loss_sum, "baseline:unigram", 0.0)
-        info = [_accuracy_info(candidate, baselines.most_frequent_correct, "baseline:most_frequent")]
-        if "sop_accuracy" in gate.secondary:
-            secondary.append(
-                _paired_regression(
-                    "sop_accuracy",
-                    candidate.sop_correct,
-                    baselines.sop_majority_correct,
-                    "baseline:majority",
-                    eps,
-                )
-            )
-            secondary.append(
-                _chance_regression("sop_accuracy", candidate.sop_correct, baselines.sop_chance, eps)
-            )
+        primary = loss_check(candidate, baselines.unigram_loss_sum, "baseline:unigram", 0.0)
+        info = [accuracy_info(candidate, baselines.most_frequent_correct, "baseline:most_frequent")]
+    secondary = _sop_checks(candidate, reference, baselines, eps) if "sop_accuracy" in gate.secondary else []
+    constant = sop_constant(candidate, baselines)
+    for row in secondary:
+        if constant:
+            row["constant_predictor"] = constant
 
-    pairs = _downstream_pairs(downstream)
+    pairs = downstream_pairs(downstream)
     refused = refused_tasks([task_of(pair) for pair in pairs], decontaminated or {}, reasons)
     pairs = [pair for pair in pairs if task_of(pair) not in refused]
     if "downstream_accuracy" in gate.secondary:  # the secondary's one name switches every task on
-        secondary += _downstream_checks(pairs, eps, reasons)
+        secondary += production_checks(pairs, eps, reasons, first=reference is None)
+        secondary += scratch_checks(pairs, scratch or {}, eps, reasons)
     elif any(c is not None or p is not None for c, p in pairs):
         reasons.append("downstream_accuracy: not compared (not among the gate's secondary metrics)")
 
@@ -441,8 +287,14 @@ def decide(
         row["p_value"], row["ok"] = p, p >= gate.alpha
     for row in info:
         row["ok"] = None
+    below = below_scratch(secondary)
+    for row in below if gate.allow_below_scratch else []:
+        row["allowed"] = True  # a finding, not a veto: the option says so explicitly
     checks = [primary, *secondary]
-    lines = [_primary_reason(primary, gate.alpha)]
-    lines += [_secondary_reason(r, gate.alpha, gate.correction, len(secondary), eps) for r in secondary]
-    promote = all(c["ok"] for c in checks) and not refused
-    return Decision(promote, lines + reasons, checks, info, gate.to_dict())
+    promote = all(c["ok"] or c.get("allowed") for c in checks) and not refused
+    lines = [primary_reason(primary, gate.alpha)]
+    lines += [secondary_reason(r, gate.alpha, gate.correction, len(secondary), eps) for r in secondary]
+    warnings = [scratch_warning(below, promote, gate.allow_below_scratch)]
+    warnings.append(sop_constant_warning(constant) if constant else None)
+    warnings = [w for w in warnings if w]
+    return Decision(promote, lines + reasons + warnings, checks, info, gate.to_dict(), warnings)

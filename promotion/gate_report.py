@@ -4,15 +4,17 @@ markdown tables of every test, and a promotion's outcome around them (the promot
 
 Laid out for a panel about 1280 px wide (the Prefect UI): a short title, the paths in a list below it,
 a main table of six short columns (metric, candidate, reference, change with its interval, p, ok) and
-the detail of each test (its role, threshold and method) in a second small table. Numbers are rounded
-by core.figures; the raw values stay in the decision's dict.
+the detail of each test (its role, threshold and method) in a second small table. Every figure is in
+its metric's one unit (promotion/units.py: a proportion in percent, its change in percentage points, a
+loss in nats), rounded by core.figures; the raw values stay in the decision's dict. The decision's
+warnings (a candidate below scratch, a constant SOP head) come first, in bold, and once.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from core.figures import sig, signed
+from promotion import units
 
 
 class DecisionLike(Protocol):
@@ -68,6 +70,22 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _ok(check: dict) -> str:
+    if check.get("allowed"):
+        return "**NO** (allowed)"  # significantly below scratch, let through by allow_below_scratch
+    return {True: "yes", False: "**NO**", None: "info"}[check["ok"]]
+
+
+def _change(check: dict) -> str:
+    lo, hi = check["ci95"]
+    return units.change(check["metric"], check["delta"], lo, hi)
+
+
+def warnings_markdown(decided: dict) -> list[str]:
+    """The decision's warnings as bold lines (none: nothing), for the top of an artifact."""
+    return [f"**{warning}**" for warning in decided.get("warnings") or []]
+
+
 def decision_table_markdown(decision: DecisionLike | dict) -> str:
     """The decision as markdown, in pieces narrow enough for an artifact panel: the verdict; a table of
     each check's change with its 95% interval, p and outcome; a table of the values compared; each
@@ -77,26 +95,25 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
     gate = decided.get("gate") or {}
     alpha = gate.get("alpha", 0.05)
     rows = [*decided["checks"], *decided.get("info", [])]
-    lines = [
-        f"Gate: **{'pass' if decided['promote'] else 'fail'}**",
-        "",
-        "| check | change [95% CI] | p | ok |",
-        "|---|---|---|---|",
-    ]
-    for c in rows:
-        lo, hi = c["ci95"]
-        change = f"{signed(c['delta'], 3)} [{signed(lo, 2)}, {signed(hi, 2)}]"
-        ok = {True: "yes", False: "**NO**", None: "info"}[c["ok"]]
-        lines.append(_row([_short(c), change, format_p(c["p_value"]), ok]))
+    warnings = warnings_markdown(decided)
+    lines = [f"Gate: **{'pass' if decided['promote'] else 'fail'}**", ""]
+    lines += [*warnings, ""] if warnings else []
+    lines += ["| check | change [95% CI] | p | ok |", "|---|---|---|---|"]
+    lines += [_row([_short(c), _change(c), format_p(c["p_value"]), _ok(c)]) for c in rows]
     lines += ["", "A positive change means the candidate is better. The values compared:", ""]
     lines += ["| check | candidate | reference |", "|---|---|---|"]
-    lines += [_row([_short(c), sig(c["candidate"]), sig(c["reference"])]) for c in rows]
+    lines += [
+        _row([_short(c), units.value(c["metric"], c["candidate"]), units.value(c["metric"], c["reference"])])
+        for c in rows
+    ]
     lines += ["", "Each check:", ""]
     for c in rows:
-        threshold = "none" if c["threshold"] is None else signed(c["threshold"], 3)
+        threshold = units.threshold(c["metric"], c["threshold"])
         raw = f"; p {_p(c)}" if c["p_value"] != c.get("p_raw", c["p_value"]) else ""
+        constant = "; the candidate's head is a constant predictor" if c.get("constant_predictor") else ""
         lines.append(
-            f"- {_metric(c)} vs {vs_label(c['reference_kind'])}: {c['role']}, threshold {threshold}, {c['test']}{raw}"
+            f"- {_metric(c)} vs {vs_label(c['reference_kind'])}: {c['role']}, threshold {threshold}, "
+            f"{c['test']}{raw}{constant}"
         )
     n_secondary = sum(c["role"] == "secondary" for c in decided["checks"])
     correction = correction_label(gate.get("correction", "bonferroni"))
@@ -107,7 +124,11 @@ def decision_table_markdown(decision: DecisionLike | dict) -> str:
         " and no secondary metric drops by more than its threshold significantly"
         f" (one-sided{adjusted if n_secondary > 1 else ''})."
     )
-    lines += ["", rule, "", "Reasons:", ""] + [f"- {r}" for r in decided["reasons"]]
+    if any(c["reference_kind"] == "scratch" for c in decided["checks"]):
+        allowed = "a veto" if not gate.get("allow_below_scratch") else "allowed here (allow_below_scratch)"
+        rule += f" Significantly worse than a task's model from scratch is {allowed}."
+    shown = set(decided.get("warnings") or [])  # already at the top, in bold: the reasons once
+    lines += ["", rule, "", "Reasons:", ""] + [f"- {r}" for r in decided["reasons"] if r not in shown]
     return "\n".join(lines)
 
 

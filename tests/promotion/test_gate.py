@@ -126,7 +126,8 @@ def test_downstream_four_points_lower_by_chance_still_promotes():
     assert row["p_value"] == pytest.approx(2 * row["p_raw"])  # Bonferroni over SOP and downstream
     assert row["test"] == "exact McNemar, 134 discordant of 500"
     reason = next(r for r in d.reasons if r.startswith("downstream_accuracy"))
-    assert "not a significant regression" in reason and "change -0.040" in reason
+    assert "not a significant regression" in reason and "change -4.00 pp [" in reason
+    assert "82.00% vs production 86.00%" in reason  # one unit: a proportion in percent, never 0.82
 
 
 # -------------------------------------------------------------------- (b) real regressions reject
@@ -348,11 +349,14 @@ def test_decision_table_markdown_shows_intervals_and_p_values():
     assert md.startswith("Gate: **pass**")
     assert "- mlm_loss vs production: primary," in md and "- mlm_accuracy vs production: info," in md
     assert re.search(
-        r"^\| mlm_loss vs production \| [+-][0-9.]+ \[[+-][0-9.]+, [+-][0-9.]+\] \| [0-9e.-]+ \| yes \|$",
+        r"^\| mlm_loss vs production \| [+-][0-9.]+ nats \[[+-][0-9.]+, [+-][0-9.]+\] \| [0-9e.-]+ \| yes \|$",
         md,
         re.M,
     )
     assert "95% CI" in md and "exact McNemar" in md and "Bonferroni-adjusted over 2 secondaries" in md
+    # one unit per metric: accuracies in percent, their changes in percentage points
+    assert re.search(r"^\| reviews accuracy vs production \| [+-]\d+\.\d\d pp \[", md, re.M)
+    assert re.search(r"^\| reviews accuracy vs production \| \d+\.\d\d% \| \d+\.\d\d% \|$", md, re.M)
     assert md == decision_table_markdown(d.to_dict())
     assert "Gate: **fail**" in decision_table_markdown(duel(9, downstream=(0.6, 0.85)))
 
@@ -419,6 +423,7 @@ def test_json_of_the_wrong_kind_or_shape_is_a_user_error():
         (dict(primary="sop_accuracy"), "the primary metric must be 'mlm_loss'"),
         (dict(secondary=("sop_accuracy", "bleu")), "unknown secondary metric(s) ['bleu']"),
         (dict(correction="sidak"), "correction must be one of"),
+        (dict(allow_below_scratch="yes"), "allow_below_scratch must be true or false"),
     ],
 )
 def test_gate_config_errors_are_one_line(kwargs, message):
@@ -438,6 +443,7 @@ def test_gate_config_defaults_and_list_secondary():
         "primary": "mlm_loss",
         "secondary": ["sop_accuracy", "downstream_accuracy"],
         "correction": "bonferroni",
+        "allow_below_scratch": False,
     }
 
 

@@ -25,7 +25,8 @@ def parse(*argv: str) -> PromoteOptions:
 def test_the_flags_and_their_defaults():
     assert config_cli.option_flags(PromoteOptions) == {
         "--candidate", "--registry", "--model", "--rollback", "--set-production", "--reason", "--instances",
-        "--spm-model", "--min-improvement", "--max-regression", "--alpha", "--max-batches",
+        "--spm-model", "--min-improvement", "--max-regression", "--alpha", "--allow-below-scratch",
+        "--max-batches",
     }  # fmt: skip
     options = parse("--registry", "reg")
     assert options == PromoteOptions(registry="reg")
@@ -114,6 +115,8 @@ def test_the_gate_numbers_are_checked_by_gate_config_and_named_for_the_caller(ch
 def test_the_gate_the_options_configure():
     gate = PromoteOptions(registry="r", min_improvement=0.01, max_regression=0.02, alpha=0.01).gate(flag)
     assert (gate.min_improvement, gate.max_regression, gate.alpha) == (0.01, 0.02, 0.01)
+    assert gate.allow_below_scratch is False  # a candidate below scratch is refused unless asked
+    assert parse("--registry", "r", "--allow-below-scratch").gate(flag).allow_below_scratch is True
 
 
 @pytest.mark.parametrize("max_batches", [0, -3, 1.5])
