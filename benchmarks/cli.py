@@ -6,9 +6,15 @@ the same run (a ratio), never asserted in tests.
     corpus     read+clean+dedup+segment on the sample, and near-duplicate precision/recall
     model      our pretraining step vs transformers' AlbertForPreTraining (same config and inputs)
     train      loader-only instances/s next to training steps/s
+    parity     not a speed: our training step vs transformers' from the same weights on the same
+               batches, the per-step loss difference and the final weight difference
     all        every one of the above, in that order
     scale      corpus -> vocab -> instances at 1x, 4x, 16x the sample: the cost-growth curve and its
                targets (`make bench-scale`); not in `all`, as it runs for tens of minutes
+    pretraining-value
+               does pretraining pay: the tiny model pretrained at several CPU budgets, each checkpoint
+               fine-tuned on both tasks next to the same-search scratch model and the baselines
+               (docs/pretraining-value.md); not in `all`: hours on a 2-core CPU (--tiny: seconds)
 
 Each target runs as its own process (`python -m MODULE`), so peak memory and imports do not leak from
 one into the next. Options after the target go to it (`albert bench model --device cuda`); every
@@ -28,9 +34,11 @@ TARGETS = {
     "corpus": "benchmarks.corpus",
     "model": "benchmarks.model",
     "train": "benchmarks.train",
+    "parity": "benchmarks.parity",
     "scale": "benchmarks.scale",
+    "pretraining-value": "benchmarks.pretraining_value",
 }
-LONG = ("scale",)  # left out of `all`: tens of minutes, an hour with 64x
+LONG = ("scale", "pretraining-value")  # left out of `all`: tens of minutes to hours
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

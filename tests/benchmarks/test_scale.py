@@ -254,7 +254,9 @@ def test_scales_parse_sorted():
 
 
 def test_scale_is_a_target_but_not_in_all(monkeypatch):
+    """The long targets (scale: tens of minutes; pretraining-value: hours) run only when named."""
     assert cli.TARGETS["scale"] == "benchmarks.scale"
+    assert cli.TARGETS["pretraining-value"] == "benchmarks.pretraining_value"
     ran = []
     monkeypatch.setattr(cli.subprocess, "call", lambda cmd: ran.append(cmd[2]) or 0)
     assert cli.run(argparse.Namespace(target="all", options=[])) == 0
@@ -264,6 +266,7 @@ def test_scale_is_a_target_but_not_in_all(monkeypatch):
         "benchmarks.corpus",
         "benchmarks.model",
         "benchmarks.train",
+        "benchmarks.parity",
     ]
 
 
