@@ -7,6 +7,10 @@
     corpus      benchmarks/corpus.py
     model       benchmarks/model.py
     train       benchmarks/train.py
+    parity      benchmarks/parity.py (not a speed: our training step against transformers')
+    scale       benchmarks/scale.py (+ scale_corpus.py, proctree.py; not in `all`)
+    pretraining-value
+                benchmarks/pretraining_value.py (+ pretraining_value_report.py; not in `all`: hours)
 
 Every target takes `--json PATH` to also write its figures as JSON (benchmarks/report.py).
 

@@ -145,8 +145,19 @@ def downstream_task(
 def downstream_tasks(
     candidate: str, production: str | None, tasks: list[str], storage_root: str, extra_args: list[str]
 ) -> list[dict]:
-    """downstream_task for each task, in order (the gate compares each)."""
-    return [downstream_task(candidate, production, task, storage_root, extra_args) for task in tasks]
+    """downstream_task for each task, in order (the gate compares each). The fine-tuning commands
+    report their place in the stage (one per task and model) and the stage's ETA; a command whose
+    result Prefect's cache gives back counts as done at once."""
+    from model.finetune_progress import stage
+
+    results = []
+    with stage(len(tasks) * (2 if production else 1)) as fine_tuning:
+        for task in tasks:
+            planned = fine_tuning.current + (2 if production else 1)
+            results.append(downstream_task(candidate, production, task, storage_root, extra_args))
+            while fine_tuning.current < planned:  # reused from the cache: no command ran
+                fine_tuning.skip()
+    return results
 
 
 def baselines_artifact(report: dict) -> None:

@@ -81,13 +81,17 @@ class AlbertForTokenClassification(AlbertClassifierBase):
     ) -> ClassifierOutput:
         seq = self.albert(input_ids, attention_mask, token_type_ids).sequence_output  # (B, L, H)
         logits = self.classifier(self.dropout(seq))  # (B, L, num_labels)
-        loss = None
-        if labels is not None:
-            labels = labels.long()
-            if attention_mask is not None:
-                labels = labels.masked_fill(attention_mask == 0, -100)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        loss = None if labels is None else self.loss(logits, labels, attention_mask)
         return ClassifierOutput(loss, logits)
+
+    def loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Mean cross-entropy over the labelled positions (labels not -100, inside the mask)."""
+        labels = labels.long()
+        if attention_mask is not None:
+            labels = labels.masked_fill(attention_mask == 0, -100)
+        return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
 
     @torch.no_grad()
     def unit_labels(self, logits: torch.Tensor, units: torch.Tensor) -> torch.Tensor:
@@ -124,28 +128,20 @@ class AlbertForTokenClassificationCrf(AlbertForTokenClassification):
     def _chain(self) -> TransitionScores:
         return TransitionScores(self.transitions, self.start_transitions, self.end_transitions)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> ClassifierOutput:
-        seq = self.albert(input_ids, attention_mask, token_type_ids).sequence_output  # (B, L, H)
-        logits = self.classifier(self.dropout(seq))  # (B, L, num_labels)
-        loss = None
-        if labels is not None:
-            labelled = labels != -100
-            if attention_mask is not None:
-                labelled &= attention_mask.bool()
-            chains = Chains.of(labelled.sum(1).tolist())
-            emissions = logits[labelled].float()  # (N, num_labels): row by row, positions ascending
-            gold = labels[labelled].long()  # (N,)
-            nll = log_partition(emissions, chains, self._chain()) - gold_score(
-                emissions, chains, gold, self._chain()
-            )
-            loss = nll / max(1, int(gold.numel()))
-        return ClassifierOutput(loss, logits)
+    def loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The chains' negative log-likelihood per labelled position (labels not -100, in the mask)."""
+        labelled = labels != -100
+        if attention_mask is not None:
+            labelled &= attention_mask.bool()
+        chains = Chains.of(labelled.sum(1).tolist())
+        emissions = logits[labelled].float()  # (N, num_labels): row by row, positions ascending
+        gold = labels[labelled].long()  # (N,)
+        nll = log_partition(emissions, chains, self._chain()) - gold_score(
+            emissions, chains, gold, self._chain()
+        )
+        return nll / max(1, int(gold.numel()))
 
     @torch.no_grad()
     def unit_labels(self, logits: torch.Tensor, units: torch.Tensor) -> torch.Tensor:

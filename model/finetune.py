@@ -340,6 +340,7 @@ def compare(
     log(f"[{task.name}] baselines fitted in {time.time() - started:.0f} s | {progress.times()}")
     report = tuned_report(task, tuned, baselines, seeds, cfg)
     report["checkpoint"] = model.checkpoint
+    progress.finish()
     return report
 
 

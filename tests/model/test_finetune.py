@@ -311,3 +311,36 @@ def test_progress_names_the_run_and_estimates_the_time_left(monkeypatch):
     progress.update(100)
     progress.end_run()
     assert progress.eta() == 0 and clock(3725.4) == "1:02:05"
+
+
+def test_in_a_stage_the_eta_covers_the_commands_still_to_come(monkeypatch):
+    """A flow's fine-tuning stage runs several commands (a task after another, candidate then
+    production): each line says which command of the stage it is, and its ETA adds the commands to
+    come at the mean duration of those that ran (before any ran: this one's expected duration)."""
+    from model import finetune_progress
+    from model.finetune_progress import FinetuneProgress, stage
+
+    now = [0.0]
+    monkeypatch.setattr(finetune_progress.time, "time", lambda: now[0])
+    lines = []
+    with stage(3) as fine_tuning:
+        first = FinetuneProgress("reviews", [10], lines.append)
+        first.start_run("pretrained")
+        now[0] += 5
+        first.update(5)  # 5 s so far, 5 s left in this command: 10 s each, 2 more commands
+        first.line("step 5/10")
+        assert lines[-1].startswith("[command 1/3 reviews] model 1/1 pretrained")
+        assert lines[-1].endswith("elapsed 0:00:05, the stage's ETA 0:00:25")
+        now[0] += 15
+        first.update(10)
+        first.end_run()
+        first.finish()  # took 20 s
+        fine_tuning.skip()  # production's result came from the cache: nothing ran
+        last = FinetuneProgress("ner", [10], lines.append)
+        last.start_run("scratch")
+        now[0] += 4
+        last.update(2)
+        assert last.command == 3 and last.eta() == pytest.approx(16)  # 2 s per step, 8 steps left
+        last.line("step 2/10")
+        assert lines[-1].startswith("[command 3/3 ner]") and lines[-1].endswith("the stage's ETA 0:00:16")
+    assert FinetuneProgress("alone", [1], lines.append).stage is None  # outside a stage: the command only
