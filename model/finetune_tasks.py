@@ -31,7 +31,14 @@ import numpy as np
 
 from core.errors import UserError
 from model.finetune_data import Encoder, Example
-from model.finetune_train import FinetuneConfig, metrics, new_classifier, predict, train_classifier
+from model.finetune_train import (
+    FinetuneConfig,
+    grouped_by_length,
+    metrics,
+    new_classifier,
+    predict,
+    train_classifier,
+)
 from model.text_baselines import BaselineConfig, linear_baselines, majority_rate
 
 
@@ -78,9 +85,14 @@ class ClassificationTask:
         )
 
     def train(self, model, cfg: FinetuneConfig, device, log, progress=None) -> ModelRun:
+        # Batches of similar length: random ones pad every review to the longest of its batch (the
+        # reviews run from a few tokens to the full length), which doubled the cost of a step. Sorted
+        # within pools of 8 batches, so that a batch's company still changes from epoch to epoch.
+        lengths = [len(ids) for ids, _, _ in self.data["train"]]
         history = train_classifier(
-            model, self.data["train"], self.data["dev"], cfg, len(self.labels), device, log, progress=progress
-        )
+            model, self.data["train"], self.data["dev"], cfg, len(self.labels), device, log,
+            epoch_order=grouped_by_length(lengths, cfg.batch_size, pool=8), progress=progress,
+        )  # fmt: skip
         predicted = {
             split: predict(model, items, 2 * cfg.batch_size, device) for split, items in self.data.items()
         }
