@@ -242,7 +242,10 @@ def test_the_crf_head_learns_the_tiny_task(tiny_checkpoint):
     assert [len(t) for t in tags["test"]] == [len(e.chars) for e in examples["test"]]
     folder, config, state = tiny_checkpoint
     model = token_classifier(config, len(BIO_TAGS), 3, state, folder, "crf")
-    assert isinstance(model, AlbertForTokenClassificationCrf) and float(model.transitions.detach().abs().sum()) == 0
+    assert (
+        isinstance(model, AlbertForTokenClassificationCrf)
+        and float(model.transitions.detach().abs().sum()) == 0
+    )
 
 
 def crf_model(tiny_checkpoint, seed=0):
