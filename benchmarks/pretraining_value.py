@@ -59,7 +59,7 @@ class ValueConfig:
     tasks: tuple[str, ...] = TASKS
     seeds: int = 3
     lrs: tuple[float, ...] = (2e-4, 1e-3)
-    warmups: tuple[float, ...] = (0.1, 0.3)
+    warmups: tuple[float, ...] = (0.1,)
     epochs: float = 10.0
     patience: int = 3
     batch_size: int = 16
@@ -387,6 +387,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--label-sizes", type=lambda t: tuple(int(x) for x in float_list(t)), default=defaults.label_sizes
     )
+    p.add_argument(
+        "--tasks", type=lambda t: tuple(t.split(",")), default=defaults.tasks,
+        help=f"fine-tuning tasks (comma-separated; default {','.join(TASKS)})",
+    )  # fmt: skip
     p.add_argument("--seeds", type=int, default=defaults.seeds)
     p.add_argument("--lrs", type=float_list, default=defaults.lrs, help="fine-tuning learning rates searched")
     p.add_argument(
@@ -408,9 +412,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         cfg = ValueConfig(
             out=args.out, docs=args.docs or None, budgets=tuple(args.budgets), label_sizes=tuple(args.label_sizes),
-            seeds=args.seeds, lrs=tuple(args.lrs), warmups=tuple(args.warmups), preset=args.preset, crf=args.crf,
-            instances=args.instances,
+            tasks=tuple(args.tasks), seeds=args.seeds, lrs=tuple(args.lrs), warmups=tuple(args.warmups),
+            preset=args.preset, crf=args.crf, instances=args.instances,
         )  # fmt: skip
+    unknown = [task for task in cfg.tasks if task not in TASKS]
+    if unknown or not cfg.tasks:
+        raise UserError(f"--tasks: {','.join(unknown) or 'none given'}; expected some of {', '.join(TASKS)}")
     if any(b <= 0 for b in cfg.budgets) or any(n < 8 for n in cfg.label_sizes) or cfg.seeds < 1:
         raise UserError("--budgets must be > 0, --label-sizes >= 8 and --seeds >= 1")
     results = run_bench(cfg)

