@@ -67,7 +67,7 @@ class FinetuneConfig:
         10.0, "the most epochs of a run; early stopping on dev (--patience) usually ends it sooner"
     )
     lrs: tuple[float, ...] = opt(
-        (1e-4, 5e-4),
+        (2e-4, 1e-3),
         "peak learning rates searched, chosen on dev with --warmups on the first seed, for every "
         "neural model alike (pretrained and from scratch; comma-separated). A GPU affords a wider grid, "
         "e.g. --lrs 5e-5,1e-4,2e-4,5e-4,1e-3 --warmups 0.06,0.1,0.3",

