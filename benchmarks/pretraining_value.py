@@ -78,6 +78,7 @@ class ValueConfig:
     max_predictions: int = 20
     calibration_steps: tuple[int, int] = (5, 25)
     instances: str | None = None  # an instance folder to pretrain on (its vocabulary too): no data stage
+    report_only: bool = False  # tabulate the fine-tuning units already computed; run none
     tiny: bool = False
 
 
@@ -273,10 +274,13 @@ def run_from_json(data: dict):
     return ModelRun(data["seed"], data["training"], scores, data["metrics"])
 
 
-def cached(file: str, compute, to_json, from_json):
-    """`compute()` once: its result kept as JSON in `file` (written whole at the end), read back on a rerun."""
+def cached(file: str, compute, to_json, from_json, report_only: bool = False):
+    """`compute()` once: its result kept as JSON in `file` (written whole at the end), read back on a
+    rerun. `report_only`: None instead of computing a result not kept yet."""
     if os.path.exists(file):
         return from_json(json.load(open(file)))
+    if report_only:
+        return None
     result = compute()
     os.makedirs(os.path.dirname(file), exist_ok=True)
     write_json(to_json(result), file + ".partial")
@@ -322,7 +326,7 @@ def tuned_unit(cfg: ValueConfig, task, model, pretrained: bool, key: str):
         return Tuned(grid, search, data["chosen"], [search[data["chosen"]], *others])
 
     unit = os.path.join(units_folder(cfg), f"{task.name}-{task.sizes['train']}-{key}.json")
-    return cached(unit, compute, to_json, from_json)
+    return cached(unit, compute, to_json, from_json, cfg.report_only)
 
 
 def baselines_unit(cfg: ValueConfig, task) -> list:
@@ -333,6 +337,7 @@ def baselines_unit(cfg: ValueConfig, task) -> list:
         lambda: task.baselines(print),
         lambda runs: [[name, run_to_json(run)] for name, run in runs],
         lambda data: [(name, run_from_json(run)) for name, run in data],
+        cfg.report_only,
     )
 
 
@@ -351,7 +356,7 @@ def run_bench(cfg: ValueConfig) -> dict:
         run["eval"] = evaluate(cfg, run["checkpoint"], instances)
     spm = os.path.join(vocab, "spm.model")
     models = {f"steps-{run['steps']}": read_model(run["checkpoint"], finetune_config(cfg)) for run in runs}
-    rows = []
+    rows, missing = [], []  # missing: the units --report-only found no result for
     for name in cfg.tasks:
         heads = ["linear", "crf"] if (cfg.crf and name == "peoples-daily-ner") else ["linear"]
         for labels in cfg.label_sizes:
@@ -359,20 +364,31 @@ def run_bench(cfg: ValueConfig) -> dict:
             largest = f"steps-{runs[-1]['steps']}"
             scratch = tuned_unit(cfg, task, models[largest], False, "scratch")
             baselines = baselines_unit(cfg, task)
+            if scratch is None or baselines is None:
+                missing.append(f"{name} x{labels}: scratch and baselines (every row of the group)")
+                continue
             for run in runs:
                 key = f"steps-{run['steps']}"
                 pretrained = tuned_unit(cfg, task, models[key], True, key)
+                if pretrained is None:
+                    missing.append(f"{name} x{labels}: {key}")
+                    continue
                 rows.append(compare_unit(task, labels, run, pretrained, scratch, baselines, "linear"))
             if "crf" in heads:
                 crf_task = build_task(cfg, name, labels, spm, "crf")
                 crf = tuned_unit(cfg, crf_task, models[largest], True, f"{largest}-crf")
+                linear = tuned_unit(cfg, task, models[largest], True, largest)
+                if crf is None or linear is None:
+                    missing.append(f"{name} x{labels}: {largest} with the CRF head")
+                    continue
                 rows.append(
-                    compare_unit(task, labels, runs[-1], crf, scratch, baselines, "crf", linear=pretrained)
+                    compare_unit(task, labels, runs[-1], crf, scratch, baselines, "crf", linear=linear)
                 )
     return {
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()},
         "pretraining": runs,
         "rows": rows,
+        "missing": missing,
         "seconds": round(time.time() - started, 1),
     }
 
@@ -399,6 +415,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default=defaults.preset, help="model preset or config JSON")
     p.add_argument("--no-crf", dest="crf", action="store_false", help="skip the CRF output layer for NER")
     p.add_argument("--instances", default=None, help="pretrain on this instance folder (no data stage)")
+    p.add_argument(
+        "--report-only", action="store_true",
+        help="tabulate the fine-tuning units already computed (a unit not run yet is listed as missing)",
+    )  # fmt: skip
     p.add_argument("--tiny", action="store_true", help="the plumbing in seconds (what the test runs)")
     add_json_argument(p)
 
@@ -413,7 +433,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = ValueConfig(
             out=args.out, docs=args.docs or None, budgets=tuple(args.budgets), label_sizes=tuple(args.label_sizes),
             tasks=tuple(args.tasks), seeds=args.seeds, lrs=tuple(args.lrs), warmups=tuple(args.warmups),
-            preset=args.preset, crf=args.crf, instances=args.instances,
+            preset=args.preset, crf=args.crf, instances=args.instances, report_only=args.report_only,
         )  # fmt: skip
     unknown = [task for task in cfg.tasks if task not in TASKS]
     if unknown or not cfg.tasks:

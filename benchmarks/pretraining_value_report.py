@@ -107,6 +107,8 @@ def format_table(results: dict) -> str:
         "",
         f"Held-out MLM accuracy of the most frequent train token: {', '.join(percent(x) for x in sorted(most_frequent))}.",
     ]
+    if results.get("missing"):
+        lines += ["", "Not run (no fine-tuning result yet): " + "; ".join(results["missing"]) + "."]
     return "\n".join(lines)
 
 

