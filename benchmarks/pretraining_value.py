@@ -329,6 +329,27 @@ def tuned_unit(cfg: ValueConfig, task, model, pretrained: bool, key: str):
     return cached(unit, compute, to_json, from_json, cfg.report_only)
 
 
+def probe_unit(cfg: ValueConfig, task, models: dict, runs: list[dict]) -> dict | None:
+    """The frozen-feature probe (benchmarks/pretraining_value_probe.py) of the random initialisation
+    and of every checkpoint on a classification task (cached): {"random": ..., "steps-N": ...}."""
+    from benchmarks.pretraining_value_probe import probe_unit as probe
+
+    seed = finetune_config(cfg).seed
+    largest = models[f"steps-{runs[-1]['steps']}"]
+
+    def compute():
+        out = {"random": probe(task, largest, False, seed)}
+        for run in runs:
+            out[f"steps-{run['steps']}"] = probe(task, models[f"steps-{run['steps']}"], True, seed)
+        return out
+
+    keys = ["random", *(f"steps-{run['steps']}" for run in runs)]
+    unit = os.path.join(
+        units_folder(cfg), f"{task.name}-{task.sizes['train']}-probe-{'-'.join(keys[1:])}.json"
+    )
+    return cached(unit, compute, lambda x: x, lambda x: x)  # seconds per model: --report-only runs it too
+
+
 def baselines_unit(cfg: ValueConfig, task) -> list:
     """The task's baselines without pretraining, fitted on train and chosen on dev (cached)."""
     unit = os.path.join(units_folder(cfg), f"{task.name}-{task.sizes['train']}-baselines.json")
@@ -356,7 +377,9 @@ def run_bench(cfg: ValueConfig) -> dict:
         run["eval"] = evaluate(cfg, run["checkpoint"], instances)
     spm = os.path.join(vocab, "spm.model")
     models = {f"steps-{run['steps']}": read_model(run["checkpoint"], finetune_config(cfg)) for run in runs}
-    rows, missing = [], []  # missing: the units --report-only found no result for
+    from benchmarks.pretraining_value_probe import paired_interval
+
+    rows, missing, probes = [], [], []  # missing: the units --report-only found no result for
     for name in cfg.tasks:
         heads = ["linear", "crf"] if (cfg.crf and name == "peoples-daily-ner") else ["linear"]
         for labels in cfg.label_sizes:
@@ -367,6 +390,15 @@ def run_bench(cfg: ValueConfig) -> dict:
             if scratch is None or baselines is None:
                 missing.append(f"{name} x{labels}: scratch and baselines (every row of the group)")
                 continue
+            if task.metric == "accuracy":  # the probe reads one vector per example: classification
+                probe = probe_unit(cfg, task, models, runs)
+                for run in runs:
+                    key = f"steps-{run['steps']}"
+                    minus = paired_interval(probe[key]["correct"], probe["random"]["correct"])
+                    probes.append({
+                        "task": name, "labels": labels, "steps": run["steps"], "cpu_minutes": run["cpu_seconds"] / 60,
+                        "random": probe["random"]["test"], "checkpoint": probe[key]["test"], "minus_random": minus,
+                    })  # fmt: skip
             for run in runs:
                 key = f"steps-{run['steps']}"
                 pretrained = tuned_unit(cfg, task, models[key], True, key)
@@ -388,6 +420,7 @@ def run_bench(cfg: ValueConfig) -> dict:
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()},
         "pretraining": runs,
         "rows": rows,
+        "probes": probes,
         "missing": missing,
         "seconds": round(time.time() - started, 1),
     }
@@ -417,7 +450,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instances", default=None, help="pretrain on this instance folder (no data stage)")
     p.add_argument(
         "--report-only", action="store_true",
-        help="tabulate the fine-tuning units already computed (a unit not run yet is listed as missing)",
+        help="tabulate the fine-tuning units already computed (a unit not run yet is listed as missing; "
+        "the frozen-feature probe, seconds per model, runs)",
     )  # fmt: skip
     p.add_argument("--tiny", action="store_true", help="the plumbing in seconds (what the test runs)")
     add_json_argument(p)

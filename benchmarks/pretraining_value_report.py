@@ -107,6 +107,19 @@ def format_table(results: dict) -> str:
         "",
         f"Held-out MLM accuracy of the most frequent train token: {', '.join(percent(x) for x in sorted(most_frequent))}.",
     ]
+    if results.get("probes"):
+        lines += [
+            "",
+            "Frozen-feature probe (mean-pooled last layer, logistic regression; benchmarks/pretraining_value_probe.py):",
+            "",
+            "| task | labels | pretraining (CPU-min, steps) | random init, test | checkpoint, test | checkpoint - random [paired 95%] |",
+            "|---|---|---|---|---|---|",
+        ]
+        for p in results["probes"]:
+            lines.append(
+                f"| {p['task']} | {p['labels']:,} | {p['cpu_minutes']:.1f} ({p['steps']:,}) | {percent(p['random'])} "
+                f"| {percent(p['checkpoint'])} | {metric_change('accuracy', p['minus_random']['value'], *p['minus_random']['ci95'])} |"
+            )
     if results.get("missing"):
         lines += ["", "Not run (no fine-tuning result yet): " + "; ".join(results["missing"]) + "."]
     return "\n".join(lines)

