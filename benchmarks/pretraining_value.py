@@ -16,7 +16,9 @@
    the recipe `albert finetune` gives every neural model (model.finetune.tune: the same search of
    learning rate x warm-up on the first seed, the same epochs and early stopping, then the other
    seeds); the task's baselines without pretraining (character n-gram models) on the same split.
-   With --crf, the largest budget also runs NER with the CRF output layer.
+   With --crf, the largest budget also runs NER with the CRF output layer, and so does the scratch
+   model: the CRF row's lift is CRF against CRF (the head is not pretraining's), beside CRF - linear
+   for the same checkpoint.
 5. The table and the PNG (benchmarks/pretraining_value_report.py): each checkpoint's lift over the
    same-search scratch model with its paired 95% interval (two-way bootstrap over seeds and test
    examples), the gap to the best baseline, and its MLM accuracy, against pretraining compute.
@@ -406,15 +408,18 @@ def run_bench(cfg: ValueConfig) -> dict:
                     missing.append(f"{name} x{labels}: {key}")
                     continue
                 rows.append(compare_unit(task, labels, run, pretrained, scratch, baselines, "linear"))
-            if "crf" in heads:
+            if "crf" in heads:  # against the scratch model with the CRF head: the head is not pretraining's
                 crf_task = build_task(cfg, name, labels, spm, "crf")
                 crf = tuned_unit(cfg, crf_task, models[largest], True, f"{largest}-crf")
                 linear = tuned_unit(cfg, task, models[largest], True, largest)
                 if crf is None or linear is None:
                     missing.append(f"{name} x{labels}: {largest} with the CRF head")
                     continue
+                scratch_crf = tuned_unit(cfg, crf_task, models[largest], False, "scratch-crf")
+                if scratch_crf is None:
+                    missing.append(f"{name} x{labels}: scratch with the CRF head (the CRF row's lift)")
                 rows.append(
-                    compare_unit(task, labels, runs[-1], crf, scratch, baselines, "crf", linear=linear)
+                    compare_unit(task, labels, runs[-1], crf, scratch_crf, baselines, "crf", linear=linear)
                 )
     return {
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()},

@@ -39,7 +39,8 @@ def compare_unit(
     next to the scratch model (Tuned) and the baselines ([(name, ModelRun)]) on `task`'s test split.
     `linear`: for a CRF-head row, the same checkpoint with the linear head (their paired difference)."""
     metric = task.metric
-    ours, theirs = sample(task, pretrained.runs), sample(task, scratch.runs)
+    ours = sample(task, pretrained.runs)
+    theirs = sample(task, scratch.runs) if scratch is not None else None  # None: not run (--report-only)
     best_name, best_run = max(baselines, key=lambda item: item[1].metrics["dev"][metric])
     best = sample(task, [best_run])
     row = {
@@ -53,8 +54,8 @@ def compare_unit(
         "wall_minutes": run["wall_seconds"] / 60,
         **{key: run["eval"][key] for key in ("mlm_accuracy", "most_frequent_token", "sop_accuracy")},
         "pretrained": {**_value(ours), "setting": list(pretrained.setting)},
-        "scratch": {**_value(theirs), "setting": list(scratch.setting)},
-        "lift": _difference(ours, theirs),
+        "scratch": {**_value(theirs), "setting": list(scratch.setting)} if theirs else None,
+        "lift": _difference(ours, theirs) if theirs else None,
         "best_baseline": {"name": best_name, **_value(best)},
         "gap_to_best_baseline": _difference(ours, best),
         "fine_tuning_steps": [r.training["steps"] for r in pretrained.runs],
@@ -96,10 +97,12 @@ def format_table(results: dict) -> str:
             if "crf_minus_linear" in row
             else ""
         )
+        scratch = _cell(metric, row["scratch"]) + head if row["scratch"] else "not run"
+        lift = _change(metric, row["lift"]) if row["lift"] else "-"
         lines.append(
             f"| {row['task']} | {row['labels']:,} | {row['cpu_minutes']:.1f} ({row['steps']:,}){head} "
-            f"| {percent(row['mlm_accuracy'])} | {_cell(metric, row['pretrained'])} | {_cell(metric, row['scratch'])} "
-            f"| {_change(metric, row['lift'])}{extra} | {row['best_baseline']['name']} "
+            f"| {percent(row['mlm_accuracy'])} | {_cell(metric, row['pretrained'])} | {scratch} "
+            f"| {lift}{extra} | {row['best_baseline']['name']} "
             f"| {_change(metric, row['gap_to_best_baseline'])} |"
         )
     most_frequent = {round(r["most_frequent_token"], 4) for r in results["rows"]}
