@@ -144,7 +144,7 @@ def quick(**overrides) -> FinetuneConfig:
 
 
 def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys):
-    cfg = quick(epochs=6, lrs=(1e-2, 0.0))
+    cfg = quick(epochs=10, lrs=(1e-2, 0.0))
     r = run_finetune(
         small_checkpoint, toy_task(128, 0), toy_task(48, 1), toy_task(64, 2), cfg, "toy", log=lambda m: None
     )
@@ -152,7 +152,7 @@ def test_report_compares_pretrained_with_every_baseline(small_checkpoint, capsys
         "pretrained", "scratch", "scratch_same_recipe", "char_ngram_logreg", "char_ngram_naive_bayes"
     } and r["labels"] == ["0", "1"]  # fmt: skip
     p, s = r["models"]["pretrained"], r["models"]["scratch"]
-    assert p["training"]["steps"] == s["training"]["steps"] == 48  # the same budget
+    assert p["training"]["steps"] == s["training"]["steps"] == 80  # the same budget
     assert p["test"]["n"] == 64 and p["test"]["accuracy"] > 0.9 and s["test"]["accuracy"] > 0.9  # both learn
     # The same search for both: every setting of the grid, on the first seed, the same budget each.
     searched = {
