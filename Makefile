@@ -1,16 +1,20 @@
 # Everything runs inside .venv, which `setup` creates and fills with the pinned constraints.
 # `make demo` and `make test` work on a fresh clone by themselves.
+# bash with pipefail: a failed pip install fails the target even though its output is filtered.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 OUT ?= out
 
-.PHONY: setup setup-tpu demo rehearse test test-all test-tpu bench bench-scale lint format clean
+.PHONY: setup setup-tpu demo rehearse test test-slow test-all test-tpu bench bench-scale lint format clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@echo "Installing the pinned dependencies into $(VENV) (about 5 minutes on a fresh machine; pip's progress follows)"
+	$(PY) -m pip install --progress-bar off -c constraints.txt -e '.[dev]' | { grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true; }
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -22,7 +26,8 @@ TPU_STAMP := $(VENV_TPU)/.installed-stamp
 
 $(TPU_STAMP): pyproject.toml constraints-tpu.txt
 	test -x $(VENV_TPU)/bin/python || $(PYTHON) -m venv $(VENV_TPU)
-	$(VENV_TPU)/bin/python -m pip install --quiet -c constraints-tpu.txt -e '.[dev]' torch-xla
+	@echo "Installing the TPU set into $(VENV_TPU) (about 5 minutes, 10 GB; pip's progress follows)"
+	$(VENV_TPU)/bin/python -m pip install --progress-bar off -c constraints-tpu.txt -e '.[dev]' torch-xla | { grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true; }
 	touch $(TPU_STAMP)
 
 setup-tpu: $(TPU_STAMP)
@@ -33,11 +38,21 @@ demo: setup
 rehearse: setup
 	$(VENV)/bin/albert rehearse
 
+# The tests run on every core (pytest-xdist; JOBS=1: in one process). A file is a unit of work, and the
+# files that read the flows' shared chain run together (tests/conftest.py), so fixtures are built once.
+# `make test`: the fast default suite (not marked slow); `make test-slow`: the slow tier only (CI runs
+# both); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model (or no -n).
+JOBS ?= auto
+XDIST = -n $(JOBS) --dist loadgroup
+
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
+
+test-slow: setup
+	$(PY) -m pytest -q $(XDIST) -m slow
 
 test-all: setup
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q $(XDIST) -m ''
 
 # The trainer on XLA's CPU device (tests/tpu/), which compiles and runs the graphs a TPU would.
 test-tpu: setup-tpu

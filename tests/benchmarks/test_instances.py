@@ -79,6 +79,8 @@ def test_reference_word_starts_and_truncation(tokenizer):
     assert len(a) + len(b) == 8 and len(b) == 3  # only the longer one is trimmed
 
 
+# Slow: eight commands and a reference run; `albert bench instances` is the same code.
+@pytest.mark.slow
 def test_bench_on_a_tiny_slice(tmp_path):
     r = run_instances_bench(
         max_seq_length=128,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from core import storage
 from tests.flows.conftest import TINY
 
@@ -13,6 +15,8 @@ def _local_files(folder) -> list[str]:
     return sorted(os.path.relpath(os.path.join(d, n), folder) for d, _, ns in os.walk(folder) for n in ns)
 
 
+# Slow: the rehearsal (CI) runs the whole chain on the GCS emulator too; fast GCS tests: test_trust_cli.
+@pytest.mark.slow
 def test_chain_on_gcs_reuses_every_stage_and_writes_nothing_locally(
     bucket, sample_text, tmp_path, monkeypatch
 ):

@@ -51,6 +51,8 @@ def _row(output: str, name: str) -> str:
     return next((line for line in output.splitlines() if name in line), "")
 
 
+# Slow: the rehearsal (CI) runs the same check, with a worker besides.
+@pytest.mark.slow
 def test_list_commands_show_what_deploy_created(tmp_path):
     result = check(str(tmp_path), with_worker=False)
     out = result.outputs

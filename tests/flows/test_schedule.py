@@ -217,6 +217,8 @@ def test_local_server_startup_failure_is_one_line_and_temporary_home_is_removed(
     assert os.listdir(scratch) == []
 
 
+# Slow: a server of its own (about 20 s); the fast suite keeps starting and stopping one.
+@pytest.mark.slow
 def test_an_api_auth_string_closes_the_server_to_clients_without_it():
     """What infra/docker-compose.yaml sets: PREFECT_SERVER_API_AUTH_STRING on the server; a client must
     send it (PREFECT_API_AUTH_STRING, HTTP basic auth). Health probes stay open."""

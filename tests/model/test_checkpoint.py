@@ -187,6 +187,8 @@ def test_resume_in_process_equals_uninterrupted(tmp_path, instances_dir, model_c
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+# Slow: the fast suite keeps the local SIGKILL-and-resume test (above).
+@pytest.mark.slow
 def test_on_gcs_a_killed_run_resumes_from_the_bucket_to_identical_weights(
     tmp_path, instances_dir, model_config_file, bucket
 ):

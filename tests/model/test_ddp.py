@@ -45,7 +45,8 @@ def assert_same(a: dict, b: dict) -> None:
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, msg=k)
 
 
-@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+# FSDP runs in the slow tier (and in test_multinode_fsdp); the fast suite keeps DDP.
+@pytest.mark.parametrize("parallel", ["ddp", pytest.param("fsdp", marks=pytest.mark.slow)])
 def test_two_ranks_equal_one_process_with_the_same_global_batch(
     tmp_path, instances_dir, model_config_file, single, parallel
 ):

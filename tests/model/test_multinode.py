@@ -181,6 +181,8 @@ def test_two_nodes_train_as_one_job(reference):
     assert state["step"] == STEPS and state["world_size"] == 2
 
 
+# Slow: the fast suite keeps two nodes training as one job (above).
+@pytest.mark.slow
 def test_a_lost_node_rejoins_and_the_job_ends_as_if_uninterrupted(
     tmp_path, instances_dir, model_config_file, reference
 ):

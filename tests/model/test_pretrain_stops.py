@@ -200,7 +200,10 @@ def test_the_budget_is_read_every_step_whatever_log_every(tmp_path, instances_di
     print(f"\nbudget {budget_s} s, --log-every 1000: stopped at step {state['step']}, {seconds:.2f} s")
 
 
-@pytest.mark.parametrize("jump_s", [7200.0, -7200.0], ids=["+2h", "-2h"])
+# A jump back runs in the slow tier: the fast suite keeps the jump forward.
+@pytest.mark.parametrize(
+    "jump_s", [7200.0, pytest.param(-7200.0, marks=pytest.mark.slow)], ids=["+2h", "-2h"]
+)
 def test_a_jumping_wall_clock_moves_neither_the_budget_nor_train_seconds(
     tmp_path, instances_dir, model_config_file, jump_s
 ):

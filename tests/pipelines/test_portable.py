@@ -43,6 +43,8 @@ def run_stages(out: str, source: str, vocab: str, flags: list[str]) -> dict[str,
     return seconds
 
 
+# Slow: the rehearsal (CI) runs the same comparison through the portable path.
+@pytest.mark.slow
 def test_portable_runner_output_is_the_direct_runners(tmp_path, head, vocab_dir):
     source = f"peoples-daily:{head}"
     # The DirectRunner in this process (the same bytes in any mode; faster to start than 2 workers).
