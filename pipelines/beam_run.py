@@ -42,6 +42,39 @@ from core.errors import Interrupted
 
 _log = logging.getLogger(__name__)
 
+# Beam's local runner logs what its worker processes log as the protobuf text of each LogEntry
+# (`Worker: severity: WARN timestamp { seconds: ... } message: "\345\244..." log_location: ...`).
+_WORKER_LOGGER = "apache_beam.runners.portability.local_job_service"
+_PROTO_FIELD = r'{} *: *"((?:[^"\\]|\\.)*)"'
+
+
+def _proto_string(text: str, field: str) -> str | None:
+    """A string field of protobuf text format, unescaped (octal escapes are bytes of UTF-8), or None."""
+    import codecs
+    import re
+
+    found = re.search(_PROTO_FIELD.format(field), text)
+    if found is None:
+        return None
+    return codecs.escape_decode(found.group(1).encode("utf-8"))[0].decode("utf-8", "replace")
+
+
+class WorkerLogLines(logging.Filter):
+    """Rewrites a worker's log record as plain text: `beam worker: MESSAGE (file.py:LINE)`, at the level
+    Beam gave it (a message of several lines, a traceback, keeps them). Installed on Beam's job-service logger when this module is imported."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "Worker: %s" and record.args and isinstance(record.args[0], str):
+            text = record.args[0]
+            message = _proto_string(text, "message")
+            if message is not None:
+                where = _proto_string(text, "log_location")
+                record.msg, record.args = "beam worker: %s%s", (message, f" ({where})" if where else "")
+        return True
+
+
+logging.getLogger(_WORKER_LOGGER).addFilter(WorkerLogLines())
+
 
 @contextlib.contextmanager
 def cleaned_on_failure(out_dir: str, own: Sequence[str]) -> Iterator[None]:

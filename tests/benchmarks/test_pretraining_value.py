@@ -13,6 +13,10 @@ import pytest
 from benchmarks.pretraining_value import run_bench, tiny_config
 from benchmarks.pretraining_value_report import format_table, write_docs
 
+# Slow (about 65 s): the bench's own plumbing. The fairness it relies on (pretrained and scratch models
+# searched alike) is checked in the fast suite by tests/model/test_finetune.py.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def tiny_results(tmp_path_factory, instances_dir):

@@ -143,6 +143,8 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys):
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
+# Slow: a benchmark's corpus run (`albert bench scale` is the same code).
+@pytest.mark.slow
 def test_corpus_stage_keeps_every_copy_and_removes_the_planted(tmp_path):
     from pipelines.corpus.stage import run_corpus
 

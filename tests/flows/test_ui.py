@@ -11,6 +11,8 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
 from flows.cli import main as albert
 from flows.server import free_port
 from tests.faults import alive, descendants
@@ -43,6 +45,8 @@ def test_a_folder_without_a_prefect_database_is_refused(tmp_path, capsys):
     assert "holds no Prefect database: run `albert demo --out" in capsys.readouterr().err
 
 
+# Slow: a Prefect server of its own (about 20 s); test_ui_browser (slow too) reads its pages.
+@pytest.mark.slow
 def test_the_ui_talks_to_its_own_api_on_any_port(tmp_path):
     port = free_port()
     log_path = tmp_path / "ui.log"
