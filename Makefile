@@ -40,8 +40,8 @@ rehearse: setup
 
 # The tests run on every core (pytest-xdist; JOBS=1: in one process). A file is a unit of work, and the
 # files that read the flows' shared chain run together (tests/conftest.py), so fixtures are built once.
-# `make test`: the fast default suite (not marked slow); `make test-slow`: the slow tier only (CI runs
-# both); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model (or no -n).
+# `make test`: the fast default suite (not marked slow; CI runs it); `make test-slow`: the slow tier only
+# (docs/testing.md); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model (or no -n).
 JOBS ?= auto
 XDIST = -n $(JOBS) --dist loadgroup
 
