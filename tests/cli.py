@@ -115,6 +115,8 @@ def _in_this_process(args, cwd, env, stdin) -> Result:
                 code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
                 if stop.code is not None and not isinstance(stop.code, int):
                     print(stop.code, file=sys.stderr)
+            except KeyboardInterrupt:  # Ctrl-C at pytest, not the command's (main handles its own)
+                raise
             except BaseException:  # what `sys.exit(main())` would die of: exit 1 and the traceback
                 traceback.print_exc()
                 code = 1
