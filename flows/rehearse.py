@@ -162,6 +162,7 @@ def dataflow_flags(beam_args: list[str]) -> list[str]:
 # Lines of the worker's output that tell a reader nothing (Beam's local workers echo their start-up
 # warnings; Prefect links every run to a UI nobody is looking at here).
 NOISE = (
+    "local_job_service - beam worker: ",  # pipelines/beam_run.py's plain form of a worker's record
     "local_job_service - Worker: severity: WARN",
     " - View at http",
     "Downloading flow code from storage",

@@ -29,9 +29,11 @@ writes into a folder being removed; tests/test_trust_faults_cli.py checks that n
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -50,9 +52,6 @@ _PROTO_FIELD = r'{} *: *"((?:[^"\\]|\\.)*)"'
 
 def _proto_string(text: str, field: str) -> str | None:
     """A string field of protobuf text format, unescaped (octal escapes are bytes of UTF-8), or None."""
-    import codecs
-    import re
-
     found = re.search(_PROTO_FIELD.format(field), text)
     if found is None:
         return None
@@ -61,7 +60,8 @@ def _proto_string(text: str, field: str) -> str | None:
 
 class WorkerLogLines(logging.Filter):
     """Rewrites a worker's log record as plain text: `beam worker: MESSAGE (file.py:LINE)`, at the level
-    Beam gave it (a message of several lines, a traceback, keeps them). Installed on Beam's job-service logger when this module is imported."""
+    Beam gave it (a message of several lines, a traceback, keeps them). Installed on Beam's job-service
+    logger when this module is imported."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg == "Worker: %s" and record.args and isinstance(record.args[0], str):
