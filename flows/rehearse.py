@@ -1,7 +1,7 @@
 """`albert rehearse` (`make rehearse`): the weekly production run of infra/prefect.yaml, here, as production
 would run it, with a local stand-in for every cloud service.
 
-    albert rehearse [--steps 150] [--articles 1200] [--no-portable] [--keep-server]
+    albert rehearse [--steps 150] [--articles 1200] [--no-portable] [--no-prefect-cli]
 
 | production                                   | here                                                       |
 |----------------------------------------------|------------------------------------------------------------|
@@ -28,6 +28,10 @@ write is in the emulated bucket; nothing but temporary folders is written locall
 Before the weeks, on a server of its own, Prefect as a user drives it (flows/prefect_check.py):
 `albert deploy`, `prefect work-pool ls`, `deployment ls`, a real `prefect worker start --pool
 albert-process` running build-corpus/local to Completed, `prefect flow-run ls`.
+
+`--no-portable` and `--no-prefect-cli` leave out those two checks, which the slow tests run on their own
+(tests/pipelines/test_portable.py, tests/flows/test_prefect_cli.py); the test of the whole rehearsal
+(tests/flows/test_rehearse.py) leaves them out so that CI runs each once.
 """
 
 from __future__ import annotations
@@ -259,6 +263,9 @@ class RehearseOptions:
     portable: bool = opt(
         True, "run the bundled sample through Beam's portable path (job server, worker pool) first [on]"
     )
+    prefect_cli: bool = opt(
+        True, "drive Prefect as a user does first (albert deploy, the CLI's list commands, a worker) [on]"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -312,12 +319,13 @@ def run(args: argparse.Namespace) -> int:
         say("Options the corpus and instance stages would send to Dataflow:")
         say("  " + " ".join(f for f in dataflow_flags(beam_args)))
 
-        section("Prefect as its users use it: albert deploy, the CLI's list commands, a process worker")
-        from flows.prefect_check import check as check_prefect_cli
+        if options.prefect_cli:
+            section("Prefect as its users use it: albert deploy, the CLI's list commands, a process worker")
+            from flows.prefect_check import check as check_prefect_cli
 
-        check_prefect_cli(
-            os.path.join(tmp, "prefect-check"), with_worker=True, log=lambda line: say("  " + line)
-        )
+            check_prefect_cli(
+                os.path.join(tmp, "prefect-check"), with_worker=True, log=lambda line: say("  " + line)
+            )
 
         section("Prefect: a local server with its scheduler, and a worker serving the deployments")
         home = os.path.join(tmp, "prefect")

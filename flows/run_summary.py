@@ -103,14 +103,19 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
     downstream = [downstream] if isinstance(downstream, dict) else downstream
     if downstream:
         # A table of its own: in the stage table the three figures made it wider than the panel.
+        # Narrow enough for the UI's artifact panel at 1280 px with a production column: the split is
+        # said once above the table where every task shares it, and "scratch" is the model from scratch.
         with_production = any(task.get("production") is not None for task in downstream)
+        splits = {task["split"] for task in downstream}
+        on = f"on the {next(iter(splits))} split, " if len(splits) == 1 else ""
         lines += [
             "",
-            "Fine-tuned on each downstream task (eval-downstream has every baseline and interval):",
+            f"Fine-tuned on each downstream task ({on}scratch: the same model from scratch, tuned by the same "
+            "search; eval-downstream has every baseline and interval):",
             "",
         ]
         lines += [
-            "| task | metric | candidate | from scratch | lift [95% CI] |"
+            "| task | metric | candidate | scratch | lift [95% CI] |"
             + (" production |" if with_production else "")
         ]
         lines += ["|---|---|---|---|---|" + ("---|" if with_production else "")]
@@ -119,7 +124,7 @@ def summary_markdown(result: dict, minutes: float | None = None) -> str:
             low, high = task.get("lift_ci95") or (None, None)
             figures = [
                 task["task"],
-                f"{task['split']} {metric}",
+                metric if len(splits) == 1 else f"{task['split']} {metric}",
                 units.value(metric, task["candidate"]),
                 units.value(metric, task["scratch"]),
                 units.change(metric, task.get("lift"), low, high),

@@ -10,6 +10,8 @@ import pytest
 
 from tests.fake_gcs import fake_gcs  # noqa: F401 (a fixture: the strict GCS client of CAS tests)
 
+pytest_plugins = ["tests.scheduling"]  # how pytest -n shares the tests among its workers
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -71,15 +73,3 @@ def bucket(gcs) -> str:
     name = f"test-{uuid.uuid4().hex[:12]}"
     create_bucket(gcs, name)
     return f"gs://{name}"
-
-
-# Tests that read the flows' shared `chain` (one whole repretrain run, session scope) run on one xdist
-# worker, so that it is built once; every other file is a unit of its own (`--dist loadgroup`), so that
-# a module's fixtures are built once too.
-CHAIN_FILES = ("tests/flows/test_flows.py", "tests/flows/test_artifacts.py", "tests/flows/test_run_view.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group("flows-chain" if path in CHAIN_FILES else path))

@@ -144,7 +144,7 @@ def test_below_scratch_is_refused_and_every_text_says_so_in_percent(task):
     assert warning.startswith(f"not promoted: significantly worse than scratch on {TASK}")
     assert f"**{warning}**" in lines["run-summary"] and lines["run-summary"].count(warning) == 1
     assert f"**{warning}**" in lines["promotion-decision"]
-    assert "| peoples-daily-ner | test entity_f1 | 13.98% | 20.48% | -6.50 pp [" in lines["run-summary"]
+    assert "| peoples-daily-ner | entity_f1 | 13.98% | 20.48% | -6.50 pp [" in lines["run-summary"]
 
 
 def test_allowed_below_scratch_is_promoted_and_the_demo_says_why(task, tmp_path):

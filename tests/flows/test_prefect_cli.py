@@ -1,6 +1,6 @@
 """The Prefect CLI as its users type it, against a real `prefect server start` (flows/prefect_check.py):
 `albert deploy`, `prefect work-pool ls`, `prefect deployment ls`, `prefect deployment run`,
-`prefect flow-run ls`, and (slow; `albert rehearse` runs it too) a real
+`prefect flow-run ls`, and (slow, as `albert rehearse` runs it too) a real
 `prefect worker start --pool albert-process` that runs build-corpus/local to Completed.
 
 The 422 these commands once got, and the pin that fixed it, are in flows/prefect_check.py; the first test
@@ -51,7 +51,8 @@ def _row(output: str, name: str) -> str:
     return next((line for line in output.splitlines() if name in line), "")
 
 
-# Slow: the rehearsal (CI) runs the same check, with a worker besides.
+# Slow (CI runs the slow tier): a Prefect server, `albert deploy` and five CLI processes, about a minute.
+# The rehearsal's test leaves this check to these two tests.
 @pytest.mark.slow
 def test_list_commands_show_what_deploy_created(tmp_path):
     result = check(str(tmp_path), with_worker=False)

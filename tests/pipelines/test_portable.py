@@ -43,7 +43,8 @@ def run_stages(out: str, source: str, vocab: str, flags: list[str]) -> dict[str,
     return seconds
 
 
-# Slow: the rehearsal (CI) runs the same comparison through the portable path.
+# Slow (CI runs the slow tier): a job server, a worker pool, two Beam jobs each way. The rehearsal's
+# test leaves this comparison to this test.
 @pytest.mark.slow
 def test_portable_runner_output_is_the_direct_runners(tmp_path, head, vocab_dir):
     source = f"peoples-daily:{head}"
