@@ -4,20 +4,20 @@ against a real `prefect server start` (flows/server.py) with its own home in a w
     albert deploy                                      the pools and deployments of infra/prefect.yaml
     prefect work-pool ls                               must list the 4 pools
     prefect deployment ls                              must list the 13 deployments
-    prefect worker start --pool albert-process         a real process worker    (with_worker=True)
+    prefect deployment run train-vocab/local --start-in "in 1 day"
+    prefect flow-run ls --flow-name train-vocab        must list that run, Scheduled
+    prefect worker start --pool albert-process         a real process worker
     prefect deployment run build-corpus/local ...      the cheapest deployment: a corpus of 50 articles
     prefect flow-run ls --flow-name build-corpus       must list that run, Completed
-                                                       (without a worker: a run for tomorrow, Scheduled)
 
-With a worker, the run must also end Completed on albert-process, and its own logs must say that this
+The worker's run must also end Completed on albert-process, and its own logs must say that this
 worker submitted it. Any failure raises UserError in one line with the command's last output lines.
 
 Why the list commands once failed (exit 1, 422 Unprocessable Entity): Prefect 3.8.8's client sends
 `"limit": null` (and `"sort": null`, `"flow_runs": null`, ...) in its filter requests, and its server
 declares them as `limit: int = Body(None)`. FastAPI up to 0.150 took a JSON null in a body for "absent"
 and used the default; 0.151 tells absent from null and validates the null against `int`. constraints.txt
-pins fastapi 0.150.0. `albert rehearse` runs this with the worker; tests/flows/test_prefect_cli.py runs it
-without (default suite) and with (slow).
+pins fastapi 0.150.0. `albert rehearse` runs this check; so does tests/flows/test_prefect_cli.py (slow).
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ class CheckResult:
     """What the commands printed (command line -> output) and the flow run they created."""
 
     outputs: dict[str, str] = field(default_factory=dict)
-    flow_run_id: str = ""
-    state: str = ""  # the run's final state name (Completed), or Scheduled without a worker
+    scheduled_id: str = ""  # the run for tomorrow, which stays Scheduled
+    flow_run_id: str = ""  # the run the worker took
+    state: str = ""  # its final state name (Completed)
 
 
 def user_env(api_url: str, home: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -158,9 +159,9 @@ def flow_run_id_of(output: str) -> str:
     return line.split("UUID:")[1].strip()
 
 
-def check(work: str, with_worker: bool, log: Callable[[str], None] = print) -> CheckResult:
-    """Start a server in `work`, deploy, list, run a deployment (on a worker when with_worker), list runs.
-    Everything it writes is under `work`."""
+def check(work: str, log: Callable[[str], None] = print) -> CheckResult:
+    """Start a server in `work`, deploy, list, schedule a run for tomorrow, run a deployment on a worker,
+    list runs. Everything it writes is under `work`."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows.deploy import load_specs
@@ -185,17 +186,16 @@ def check(work: str, with_worker: bool, log: Callable[[str], None] = print) -> C
         run("albert", "deploy")
         expect(run("prefect", "work-pool", "ls"), [p["name"] for p in pools], "`prefect work-pool ls`")
         expect(run("prefect", "deployment", "ls"), deployments, "`prefect deployment ls`")
-        if not with_worker:  # a run for tomorrow: nothing takes it, it stays Scheduled
-            params = {"corpus_dir": os.path.join(work, "no-corpus-yet")}
-            created = run(
-                "prefect", "deployment", "run", "train-vocab/local", "--flow-run-name", RUN_NAME,
-                "--params", json.dumps(params), "--start-in", "in 1 day",
-            )  # fmt: skip
-            result.flow_run_id, result.state = flow_run_id_of(created), "Scheduled"
-            listed = run("prefect", "flow-run", "ls", "--flow-name", "train-vocab")
-            if "SCHEDULED" not in row_of(listed, result.flow_run_id):
-                raise UserError(f"`prefect flow-run ls` does not list {RUN_NAME} as SCHEDULED")
-            return result
+        # A run for tomorrow: nothing takes it (the worker below polls for runs due now), it stays Scheduled.
+        params = {"corpus_dir": os.path.join(work, "no-corpus-yet")}
+        created = run(
+            "prefect", "deployment", "run", "train-vocab/local", "--flow-run-name", RUN_NAME,
+            "--params", json.dumps(params), "--start-in", "in 1 day",
+        )  # fmt: skip
+        result.scheduled_id = flow_run_id_of(created)
+        listed = run("prefect", "flow-run", "ls", "--flow-name", "train-vocab")
+        if "SCHEDULED" not in row_of(listed, result.scheduled_id):
+            raise UserError(f"`prefect flow-run ls` does not list {RUN_NAME} as SCHEDULED")
 
         worker_log = os.path.join(work, "worker.log")
         params = {

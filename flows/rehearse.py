@@ -323,9 +323,7 @@ def run(args: argparse.Namespace) -> int:
             section("Prefect as its users use it: albert deploy, the CLI's list commands, a process worker")
             from flows.prefect_check import check as check_prefect_cli
 
-            check_prefect_cli(
-                os.path.join(tmp, "prefect-check"), with_worker=True, log=lambda line: say("  " + line)
-            )
+            check_prefect_cli(os.path.join(tmp, "prefect-check"), log=lambda line: say("  " + line))
 
         section("Prefect: a local server with its scheduler, and a worker serving the deployments")
         home = os.path.join(tmp, "prefect")

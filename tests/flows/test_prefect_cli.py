@@ -1,7 +1,7 @@
 """The Prefect CLI as its users type it, against a real `prefect server start` (flows/prefect_check.py):
 `albert deploy`, `prefect work-pool ls`, `prefect deployment ls`, `prefect deployment run`,
-`prefect flow-run ls`, and (slow, as `albert rehearse` runs it too) a real
-`prefect worker start --pool albert-process` that runs build-corpus/local to Completed.
+`prefect flow-run ls`, and a real `prefect worker start --pool albert-process` that runs
+build-corpus/local to Completed (slow; `albert rehearse` runs the same check).
 
 The 422 these commands once got, and the pin that fixed it, are in flows/prefect_check.py; the first test
 names that cause if the pin moves. Run with -s to see the commands' output.
@@ -51,11 +51,14 @@ def _row(output: str, name: str) -> str:
     return next((line for line in output.splitlines() if name in line), "")
 
 
-# Slow (CI runs the slow tier): a Prefect server, `albert deploy` and five CLI processes, about a minute.
-# The rehearsal's test leaves this check to these two tests.
+# Slow (CI runs the slow tier): a Prefect server, `albert deploy`, seven CLI processes and a worker, about
+# a minute and a half. The rehearsal's test leaves this check to this test.
 @pytest.mark.slow
-def test_list_commands_show_what_deploy_created(tmp_path):
-    result = check(str(tmp_path), with_worker=False)
+def test_list_commands_show_what_deploy_created_and_a_worker_runs_a_deployment_to_completed(tmp_path):
+    """check() itself raises unless the scheduled run is listed Scheduled, the worker's run ended
+    Completed on albert-process and its logs say that the worker it started submitted it
+    (flows/prefect_check.py: check_worker_ran_it)."""
+    result = check(str(tmp_path))
     out = result.outputs
     assert all(name in out["prefect work-pool ls"] for name in POOLS)
     assert all(name in out["prefect deployment ls"] for name in EXPECTED)
@@ -63,16 +66,9 @@ def test_list_commands_show_what_deploy_created(tmp_path):
         _row(out["prefect deployment ls"], "pretrain/gpu-vertex").rstrip(" │").endswith("albert-gpu-vertex")
     )
     listed = _row(out["prefect flow-run ls --flow-name train-vocab"], RUN_NAME)
-    assert result.flow_run_id in listed and "SCHEDULED" in listed and result.state == "Scheduled"
-
-
-@pytest.mark.slow
-def test_a_worker_runs_a_deployment_to_completed(tmp_path):
-    """check() itself raises unless the run ended Completed on albert-process and its logs say that the
-    worker it started submitted it (flows/prefect_check.py: check_worker_ran_it)."""
-    result = check(str(tmp_path), with_worker=True)
+    assert result.scheduled_id in listed and "SCHEDULED" in listed
     # The stage flow named its run when it started (flows/run_names.py), over --flow-run-name.
-    listed = _row(result.outputs["prefect flow-run ls --flow-name build-corpus"], result.flow_run_id)
+    listed = _row(out["prefect flow-run ls --flow-name build-corpus"], result.flow_run_id)
     assert "corpus | text | DirectRunner" in listed and "COMPLETED" in listed and result.state == "Completed"
     (corpus,) = os.listdir(tmp_path / "factory" / "corpus")  # what the worker's run built
     with open(tmp_path / "factory" / "corpus" / corpus / "manifest.json", encoding="utf-8") as f:
