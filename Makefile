@@ -39,9 +39,10 @@ rehearse: setup
 	$(VENV)/bin/albert rehearse
 
 # The tests run on every core (pytest-xdist; JOBS=1: in one process). A file is a unit of work, and the
-# files that read the flows' shared chain run together (tests/conftest.py), so fixtures are built once.
-# `make test`: the fast default suite (not marked slow; CI runs it); `make test-slow`: the slow tier only
-# (docs/testing.md); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model (or no -n).
+# files that read the flows' shared chain are one unit, so fixtures are built once; the longest units go
+# first (tests/scheduling.py, which takes over xdist's scheduling for any --dist load* mode).
+# `make test`: the fast default suite (not marked slow); `make test-slow`: the slow tier only
+# (docs/testing.md); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model.
 JOBS ?= auto
 XDIST = -n $(JOBS) --dist loadgroup
 
