@@ -45,12 +45,18 @@ def pytest_collection_modifyitems(config, items):
     worker collects, and sorts, the same way."""
     if not config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
         return  # one process: the files' own order
+    units = {item.nodeid: unit(item.nodeid) for item in items}
     sizes: dict[str, int] = {}
-    for item in items:
-        sizes[unit(item.nodeid)] = sizes.get(unit(item.nodeid), 0) + 1
+    for name in units.values():
+        sizes[name] = sizes.get(name, 0) + 1
     first = {name: rank for rank, name in enumerate(LONG_FIRST)}
     order = {name: i for i, name in enumerate(sizes)}  # first appearance: the files' own order
-    items.sort(key=lambda item: (first.get(unit(item.nodeid), len(first)), -sizes[unit(item.nodeid)], order[unit(item.nodeid)]))  # fmt: skip
+
+    def rank(item) -> tuple[int, int, int]:
+        name = units[item.nodeid]
+        return first.get(name, len(first)), -sizes[name], order[name]
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which would build the scheduler of --dist
