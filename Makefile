@@ -55,6 +55,12 @@ test-slow: setup
 test-all: setup
 	$(PY) -m pytest -q $(XDIST) -m ''
 
+# Both tiers with each test's time (junit XML), then the per-unit seconds tests/scheduling.py orders by.
+durations: setup
+	mkdir -p $(OUT)
+	$(PY) -m pytest -q $(XDIST) -m '' --junitxml=$(OUT)/durations.xml
+	$(PY) -m tests.scheduling $(OUT)/durations.xml
+
 # The trainer on XLA's CPU device (tests/tpu/), which compiles and runs the graphs a TPU would.
 test-tpu: setup-tpu
 	PJRT_DEVICE=CPU $(VENV_TPU)/bin/python -m pytest -q tests/tpu

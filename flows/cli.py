@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import importlib
 import signal
 import sys
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"albert: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    _stacks_on_sigusr1()
     module = command_module(name)
     parser = argparse.ArgumentParser(prog=f"albert {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
@@ -113,6 +115,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"albert {name}: failed: {oserrors.describe(found, where)}", file=sys.stderr)
         return 1
     return int(code or 0)
+
+
+def _stacks_on_sigusr1() -> None:
+    """`kill -USR1 PID` makes a running command print every thread's stack to stderr and go on: where
+    a command that seems stuck is (a read never answered, a loader worker waiting), with no debugger.
+    The handler is faulthandler's, in C: it answers even when the interpreter is blocked, and processes
+    forked from this one (loader workers) keep it."""
+    if threading.current_thread() is threading.main_thread():
+        faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)  # fd 2: sys.stderr may be a capture
 
 
 def _raise_interrupted(signum, frame):

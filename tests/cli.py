@@ -87,17 +87,47 @@ def albert(
 def _in_a_process(args, cwd, env, timeout, stdin, launcher) -> Result:
     full_env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)
-    proc = subprocess.run(
-        [sys.executable, *launcher, *args],
-        cwd=cwd or ROOT,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        input=stdin if stdin is not None else "",
-        timeout=timeout,
+    proc = run_bounded(
+        [sys.executable, *launcher, *args], timeout, cwd=cwd or ROOT, env=full_env, stdin=stdin
     )
     return Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_bounded(
+    cmd: list[str], timeout: float, cwd=None, env: dict | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess:
+    """subprocess.run(cmd, capture_output=True, text=True) in a session of its own, so that a timeout
+    ends the whole tree it started (a Prefect server, torchrun's ranks, loader workers), not only its
+    first process. Before the kill, SIGUSR1 asks every `albert` process of the tree for its threads'
+    stacks (flows/cli.py registers faulthandler on it): the test fails with where each one hung."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(stdin if stdin is not None else "", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGUSR1)
+        try:
+            out, err = proc.communicate(timeout=5)  # the stacks, as far as the tree writes them
+        except subprocess.TimeoutExpired:
+            out, err = "", ""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        more_out, more_err = proc.communicate()
+        raise AssertionError(
+            f"{' '.join(cmd)}: still running after {timeout:.0f} s; the process group was killed. "
+            f"Its stacks and last output:\n{(out + more_out)[-4000:]}\n{(err + more_err)[-12000:]}"
+        ) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _in_this_process(args, cwd, env, stdin) -> Result:

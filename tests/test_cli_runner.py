@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
 
-from tests.cli import albert
+import pytest
+
+from tests.cli import ROOT, albert, run_bounded
 
 
 def test_in_this_process_and_in_a_process_agree_on_a_refusal(tmp_path):
@@ -63,3 +67,49 @@ def test_an_escaping_exception_is_exit_1_with_its_traceback():
     finally:
         flows.cli.main = original
     assert r.code == 1 and "Traceback" in r.err and "ZeroDivisionError: a bug" in r.err
+
+
+def test_a_command_answers_sigusr1_with_its_stacks_and_goes_on(tmp_path, monkeypatch):
+    from flows import cli
+
+    called = []
+    monkeypatch.setattr(cli, "_stacks_on_sigusr1", lambda: called.append(True))
+    albert("vocab", "--input", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "v")).fails(
+        2, "missing"
+    )
+    assert called  # main registers the handler, before any work
+    code = (
+        "import os, signal, sys, time\n"
+        "from flows import cli\n"
+        "cli._stacks_on_sigusr1()\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "time.sleep(0.2)\n"
+        "print('went on')\n"
+    )
+    done = run_bounded([sys.executable, "-c", code], 120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout == "went on\n"
+    assert "Current thread" in done.stderr and 'File "<string>", line 4' in done.stderr
+
+
+def test_a_timeout_ends_the_whole_tree_and_shows_where_it_hung(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys, time\n"
+        "from flows import cli\n"
+        "cli._stacks_on_sigusr1()\n"
+        f"child = subprocess.Popen(['sleep', '600'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    with pytest.raises(AssertionError, match="still running after 3 s") as failed:
+        run_bounded([sys.executable, "-c", code], 3, cwd=ROOT)
+    assert 'File "<string>", line 6' in str(failed.value)  # the stack of the hung process
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # killed with its group; reaped by init a moment later
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {grandchild} outlived the timeout")

@@ -4,12 +4,12 @@ Dataflow options, the dumps it writes), the whole rehearsal as a slow test."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 
 from flows.deploy import REPO_ROOT
+from tests.cli import run_bounded
 
 
 def test_the_options_are_generated_from_the_dataclass():
@@ -77,14 +77,8 @@ def test_make_rehearse(tmp_path):
     env.update(TMPDIR=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=REPO_ROOT)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "rehearse", "--no-portable", "--no-prefect-cli"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
+    cmd = [sys.executable, "-m", "flows.cli", "rehearse", "--no-portable", "--no-prefect-cli"]
+    done = run_bounded(cmd, 3600, cwd=cwd, env=env)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-5000:]
     assert "Beam's portable path" not in log and "albert deploy, the CLI's list commands" not in log
