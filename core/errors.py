@@ -1,5 +1,7 @@
 """Errors every stage shares. `model` and `flows` import this too (it has no dependencies)."""
 
+from __future__ import annotations
+
 import signal
 
 
@@ -31,3 +33,32 @@ class Interrupted(BaseException):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class StorageFailed(Exception):
+    """A read or write that failed for good during the work: a request to a store that kept failing
+    through its retries or timed out (core/storage/gcs.py), an input that could not be read, or one
+    that changed or vanished after it was hashed (core/storage/inputs.py). `albert` prints it as one
+    line, `albert CMD: failed: ...`, exit 1; a stage that meets it writes no manifest.
+
+    Not an OSError on purpose: the readers take an OSError from a decompressor for damaged content (a
+    dead letter), and a failed transfer says nothing about the content. Not a UserError either: a
+    retried Prefect task may succeed (flows/retry.py)."""
+
+    def __init__(self, doing: str, path: str, reason: str, hint: str = ""):
+        self.doing, self.path, self.reason, self.hint = doing, path, reason, hint
+        head = f"{doing} {path}: {reason}" if path else reason  # no path: the line as it came
+        super().__init__(head + (f"; {hint}" if hint else ""))
+
+    def __reduce__(self):  # crosses process boundaries (Beam workers) with its fields
+        return type(self), (self.doing, self.path, self.reason, self.hint)
+
+    def at(self, path: str, doing: str) -> StorageFailed:
+        """The same failure named by the caller, who knows the path and what it was doing better
+        than a request's URL does (a resumable upload's URL names no object)."""
+        return type(self)(doing, path, self.reason, self.hint)
+
+
+class InputChanged(StorageFailed):
+    """An input that is no longer the version that was hashed: overwritten, replaced or deleted
+    between the hashing and the reading (core/storage/inputs.py)."""

@@ -54,14 +54,16 @@ def corpus_key(sources: list[str], options: dict[str, Any]) -> tuple[str, dict, 
     the key, the options, and the inputs described (the stage records them without hashing again)."""
     from pipelines.corpus.options import CorpusOptions
     from pipelines.corpus.sources import plan_sources
-    from pipelines.corpus.stage import describe_inputs, eval_sets
+    from pipelines.corpus.stage import content_of, describe_inputs, eval_sets
 
     opts = CorpusOptions().replace(**options)
     corpus_options = opts.to_dict()
     inputs = describe_inputs(plan_sources(sources))
     # the evaluation sets kept out, by content: another test file is another corpus
     kept_out = [{"name": s.name, "sha256": s.sha256} for s in eval_sets(opts)]
-    key = stage_key("corpus", inputs=inputs, options=corpus_options, sources=sources, kept_out=kept_out)
+    key = stage_key(
+        "corpus", inputs=content_of(inputs), options=corpus_options, sources=sources, kept_out=kept_out
+    )
     return key, corpus_options, inputs
 
 

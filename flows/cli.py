@@ -12,7 +12,8 @@ Modules are imported only when their subcommand runs, so `albert vocab` never pa
 Prefect, and a missing optional dependency only affects the command that needs it.
 Bad arguments and expected failures (`UserError`) print one line, never a traceback; so does an OS
 error met during the work (a full disk, a read-only file system: core.oserrors), also when
-a library hands it on wrapped in another exception. SIGTERM (how Prefect cancels a run and how
+a library hands it on wrapped in another exception, and a request to an object store that failed
+for good (`StorageFailed`: after the retries of --storage-retries, core/storage/policy.py). SIGTERM (how Prefect cancels a run and how
 Kubernetes or a spot VM stops one) raises `Interrupted` in the main thread, so that the command's
 clean-up runs; it prints one line and exits 143 (130 for Ctrl-C). A command that can keep its work
 (`albert pretrain`) installs its own handlers while it trains.
@@ -28,8 +29,9 @@ import signal
 import sys
 import threading
 
-from core import lock, oserrors
-from core.errors import Interrupted, StageFailed, UserError
+from core import address_space, lock, oserrors
+from core.errors import Interrupted, StageFailed, StorageFailed, UserError
+from core.storage import policy
 
 # name -> (module, one-line help). Keep in the order of the pipeline.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -82,21 +84,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"albert: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     _stacks_on_sigusr1()
+    try:
+        address_space.check(name)  # before its modules load: under `ulimit -v` they may die loading
+    except UserError as err:
+        print(f"albert {name}: error: {err}", file=sys.stderr)
+        return 2
     module = command_module(name)
     parser = argparse.ArgumentParser(prog=f"albert {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
+    policy.add_arguments(parser)  # every command may read or write a bucket
     if getattr(module, "PASSES_BEAM_ARGS", False):
         # Options this command does not know are Beam's (--runner, --direct_num_workers, --project, ...).
         args, args.beam_args = parser.parse_known_args(rest)
     else:
         args = parser.parse_args(rest)  # argparse prints a one-line error and exits 2 on bad arguments
     try:
+        policy.configure_from_args(args)
         with _sigterm_raises(), lock.scope():  # the folders a command locks stay locked until it ends
             code = module.run(args)
     except Interrupted as err:
         print(f"albert {name}: interrupted: {err}", file=sys.stderr)
         return err.exit_code
-    except StageFailed as err:
+    except (StageFailed, StorageFailed) as err:
         print(f"albert {name}: failed: {err}", file=sys.stderr)
         return 1
     except UserError as err:
@@ -110,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         # library wrapped (Beam, safetensors: oserrors.find). Anything else is a bug: its traceback.
         found = oserrors.find(err)
         if found is None:
-            raise
+            line = address_space.out_of_memory(name, err)  # a MemoryError, or Beam's text of one
+            if line is None:
+                raise
+            print(f"albert {name}: failed: {line}", file=sys.stderr)
+            return 1
         where = found.filename or getattr(args, "out", None)  # a failed write names no file
         print(f"albert {name}: failed: {oserrors.describe(found, where)}", file=sys.stderr)
         return 1

@@ -13,6 +13,9 @@ It also undoes what Beam does to an error on its way to the launcher:
   space left on device: 'PATH' [while running 'Step']`), or with the OSError as its context when the
   worker runs in this process. The OSError itself is raised again (core.oserrors.find), so
   that `albert` prints its one line and Python callers (the flows) can catch an OSError.
+- A request to a store that failed for good (core.errors.StorageFailed, after its retries) is raised
+  again as itself: from a worker process it arrives as the text of its traceback, whose last line
+  is its one line.
 - SIGTERM's Interrupted or Ctrl-C's KeyboardInterrupt, raised inside a step that runs in this
   process, comes out of Beam as `RuntimeError('Interrupted: ... [while running ...]')`: raised again as
   itself (exit 143 or 130, one line).
@@ -40,7 +43,7 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from core import oserrors, storage
-from core.errors import Interrupted
+from core.errors import Interrupted, StorageFailed
 
 _log = logging.getLogger(__name__)
 
@@ -90,6 +93,9 @@ def cleaned_on_failure(out_dir: str, own: Sequence[str]) -> Iterator[None]:
         interrupt = _interrupt_in(err)
         if interrupt is not None:
             raise interrupt from None
+        failed = _storage_failure_in(err)
+        if failed is not None:
+            raise failed from None
         found = oserrors.find(err) if isinstance(err, Exception) else None
         if found is None:
             held.show()
@@ -111,6 +117,28 @@ def remove_own(out_dir: str, own: Sequence[str]) -> None:
                 storage.remove(found, recursive=True)
             except OSError as err:
                 _log.debug("could not remove %s: %s", found, err)
+
+
+# A worker process's StorageFailed, as its traceback's last line reaches the launcher.
+_STORAGE_TEXT = re.compile(
+    r"\b(?:core\.errors\.)?(?:StorageFailed|InputChanged): (.+?)(?: \[while running [^\]]*\])*$", re.M
+)
+
+
+def _storage_failure_in(err: BaseException) -> StorageFailed | None:
+    """The StorageFailed that `err` is or wraps (in this process), or that a worker process raised
+    (in the text Beam hands on)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and not any(current is earlier for earlier in seen):
+        if isinstance(current, StorageFailed):
+            return current
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    for error in seen:
+        if match := _STORAGE_TEXT.search(str(error)):
+            return StorageFailed("", "", match.group(1).strip())
+    return None
 
 
 def _interrupt_in(err: BaseException) -> BaseException | None:

@@ -13,7 +13,9 @@ This is the one package that touches user-given paths; everything else calls it,
 `from core import storage; storage.read_json(path)`. Modules: paths (names, and the
 fsspec filesystem of a URL), files (querying, reading and writing single files), folders (folders
 that appear whole, folder transfers, local stand-ins for remote files and folders, and local places
-to write big files at that end up whole at a path or URL).
+to write big files at that end up whole at a path or URL), inputs (inputs read exactly as they
+were hashed), policy and gcs (how hard a request to a store tries: timeouts, retries, one line when
+it gives up).
 """
 
 from core.storage.files import (
@@ -52,6 +54,7 @@ from core.storage.folders import (
     staged_folder,
     write_folder,
 )
+from core.storage.inputs import fingerprint, identity, open_input
 from core.storage.paths import (
     absolute,
     basename,
@@ -75,9 +78,11 @@ __all__ = [
     "dirname",
     "exists",
     "filesystem",
+    "fingerprint",
     "get_dir",
     "glob",
     "has_glob",
+    "identity",
     "is_url",
     "isdir",
     "isfile",
@@ -89,6 +94,7 @@ __all__ = [
     "local_path",
     "makedirs",
     "match",
+    "open_input",
     "open_read",
     "open_write",
     "protocol",

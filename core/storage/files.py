@@ -17,6 +17,7 @@ import shutil
 import uuid
 from typing import IO, Any
 
+from core.errors import StorageFailed
 from core.oserrors import named
 from core.storage.paths import dirname, filesystem, has_glob, is_url, local_path, protocol
 
@@ -130,12 +131,14 @@ def sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def checksum(path: str) -> str:
+def checksum(path: str, info: dict | None = None) -> str:
     """A content checksum without reading the file where the store keeps one (GCS md5 or crc32c, S3
-    ETag), e.g. "md5Hash:XUFAKrxLKna5cZ2REBfFkg=="; else the sha256 of the content."""
+    ETag), e.g. "md5Hash:XUFAKrxLKna5cZ2REBfFkg=="; else the sha256 of the content. `info`: the
+    object's metadata when the caller has it already."""
     if is_url(path):
-        fs, p = filesystem(path)
-        info = fs.info(p)
+        if info is None:
+            fs, p = filesystem(path)
+            info = fs.info(p)
         for key in ("md5Hash", "crc32c", "ETag", "etag"):
             if info.get(key):
                 return f"{key}:{str(info[key]).strip(chr(34))}"
@@ -173,10 +176,11 @@ def open_write(path: str) -> IO[bytes]:
         p = local_path(path)
         with _naming(p):
             local_makedirs(os.path.dirname(os.path.abspath(p)))
-            return _NamedWriter(p)
+            return _NamedWriter(p, open(p, "wb"))
     makedirs(dirname(path))
     fs, p = filesystem(path)
-    return fs.open(p, "wb")
+    with _naming(path, doing="writing"):
+        return _NamedWriter(path, fs.open(p, "wb"))
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -193,7 +197,8 @@ def write_bytes(path: str, data: bytes) -> None:
         return
     makedirs(dirname(path))
     fs, p = filesystem(path)
-    fs.pipe_file(p, data)  # one upload: the object appears whole
+    with _naming(path, doing="writing"):
+        fs.pipe_file(p, data)  # one upload: the object appears whole
 
 
 def write_text(path: str, text: str) -> None:
@@ -241,7 +246,8 @@ def copy(src: str, dst: str) -> None:
     if is_url(src) and is_url(dst) and protocol(src) == protocol(dst):
         fs, src_path = filesystem(src)
         makedirs(dirname(dst))
-        fs.copy(src_path, filesystem(dst)[1])
+        with _naming(dst, doing="writing"):
+            fs.copy(src_path, filesystem(dst)[1])
         return
     if not is_url(dst):
         dst_path = local_path(dst)
@@ -258,7 +264,8 @@ def copy(src: str, dst: str) -> None:
     if not is_url(src):  # local -> remote: one streamed upload
         fs, dst_path = filesystem(dst)
         makedirs(dirname(dst))
-        fs.put_file(local_path(src), dst_path)
+        with _naming(dst, doing="writing"):
+            fs.put_file(local_path(src), dst_path)
         return
     with open_read(src) as reader, open_write(dst) as writer:
         shutil.copyfileobj(reader, writer, CHUNK)
@@ -279,12 +286,15 @@ def rename(src: str, dst: str) -> None:
 
 
 @contextlib.contextmanager
-def _naming(path: str, tmp: str | None = None):
-    """An OSError of the block names `path`, the file the caller writes (oserrors.named)."""
+def _naming(path: str, tmp: str | None = None, doing: str = "writing"):
+    """An OSError of the block names `path`, the file the caller writes (oserrors.named); so does
+    a request to a store that failed for good (StorageFailed: its URL may name no object)."""
     try:
         yield
     except OSError as err:
         raise named(err, path, instead_of=tmp)  # noqa: B904 -- the same error, named
+    except StorageFailed as err:
+        raise err.at(path, doing) from None
 
 
 @contextlib.contextmanager
@@ -301,30 +311,25 @@ def _removed_on_failure(tmp: str):
 
 
 class _NamedWriter:
-    """A local file open for writing (open_write) whose errors name it: a full disk shows at a write
-    or at close, where Python's OSError names no file."""
+    """A file open for writing (open_write) whose errors name it: a full disk shows at a write or at
+    close, where Python's OSError names no file; an upload's request that failed for good names its
+    URL, which for a resumable upload is no object's."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, file: IO[bytes]):
         self.path = path
-        self._file = open(path, "wb")
+        self._file = file
 
     def write(self, data) -> int:
-        try:
+        with _naming(self.path):
             return self._file.write(data)
-        except OSError as err:
-            raise named(err, self.path) from None
 
     def flush(self) -> None:
-        try:
+        with _naming(self.path):
             self._file.flush()
-        except OSError as err:
-            raise named(err, self.path) from None
 
     def close(self) -> None:
-        try:
+        with _naming(self.path):
             self._file.close()
-        except OSError as err:
-            raise named(err, self.path) from None
 
     def __getattr__(self, name: str):  # closed, name, fileno, tell, ...: the file's own
         return getattr(self._file, name)

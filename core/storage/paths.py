@@ -1,8 +1,11 @@
 """Names of paths and URLs, and the fsspec filesystem behind a URL.
 
+gs:// goes through core/storage/gcs.py, gcsfs's plain file system under the request policy
+(core/storage/policy.py: a timeout per request, retries with backoff, one line when it gives up).
 With STORAGE_EMULATOR_HOST set (tests, `make rehearse`), gs:// goes to that endpoint without
-credentials, and gcsfs's bucket-type probe is turned off: it asks a gRPC service that an emulator
-does not serve and would wait a minute per bucket before giving up.
+credentials. The plain class has no bucket-type probe: gcsfs's default class asks a gRPC service
+first, which an emulator does not serve (a minute per bucket before giving up), for zonal and
+hierarchical-namespace features this layer does not use.
 """
 
 from __future__ import annotations
@@ -63,23 +66,25 @@ def has_glob(path: str) -> bool:
 # ------------------------------------------------------------------------------------ filesystems
 
 
-def filesystem(path: str):
-    """(fsspec filesystem, path inside it) of a URL."""
+def filesystem(path: str, version_aware: bool = False):
+    """(fsspec filesystem, path inside it) of a URL. `version_aware` (gs://): paths may name an
+    object's generation, `bucket/key#generation` (core/storage/inputs.py reads inputs so)."""
     import fsspec
 
     proto = protocol(path)
     options: dict[str, Any] = {}
     if proto in ("gs", "gcs", "s3", "s3a"):
         options["use_listings_cache"] = False
-    emulator = os.environ.get("STORAGE_EMULATOR_HOST") if proto in ("gs", "gcs") else None
     try:
-        if emulator:
-            # The plain GCSFileSystem: gcsfs's default class (GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT, on by
-            # default) first probes the bucket type over gRPC, which an emulator never answers.
-            from gcsfs.core import GCSFileSystem
+        if proto in ("gs", "gcs"):
+            from core.storage.gcs import PolicyGCSFileSystem
+            from core.storage.policy import current
 
-            url = emulator if "://" in emulator else f"http://{emulator}"
-            fs = GCSFileSystem(token="anon", endpoint_url=url, **options)
+            emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+            if emulator:
+                options["token"] = "anon"
+                options["endpoint_url"] = emulator if "://" in emulator else f"http://{emulator}"
+            fs = PolicyGCSFileSystem(policy=current(), version_aware=version_aware, **options)
         else:
             fs = fsspec.filesystem(proto, **options)
     except ImportError as err:

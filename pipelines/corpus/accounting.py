@@ -44,6 +44,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from core import storage
 from core.errors import StageFailed
+from pipelines.corpus.input_checks import check_inputs
 from pipelines.corpus.readers.ids import natural_key
 from pipelines.dead_letter_limit import check_dead_letter_limit
 
@@ -380,12 +381,16 @@ def _lost_note(stats: dict) -> str:
     return "damaged input lost " + "; ".join(parts) if parts else ""
 
 
-def check_outcome(stats: dict, out_dir: str, max_dead_letter_fraction: float) -> None:
-    """StageFailed when the run must not be published: the sources yielded no record, too much went
-    to the dead letter (the message names the commonest reason), or no document was kept."""
+def check_outcome(
+    stats: dict, out_dir: str, max_dead_letter_fraction: float, accept_cut_inputs: bool = False
+) -> None:
+    """StageFailed when the run must not be published: the sources yielded no record, an input was
+    not read as hashed or lost a rest of unknown size (input_checks.py), too much went to the dead
+    letter (the message names the commonest reason), or no document was kept."""
     read = stats["read"]
     if read == 0:
         raise StageFailed("the sources yielded no record (empty files?); no manifest written")
+    check_inputs(stats, out_dir, lost_summary(stats), accept_cut_inputs)
     check_dead_letter_limit(
         stats["dead_letter"],
         read,

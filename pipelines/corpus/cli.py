@@ -52,6 +52,12 @@ class CorpusRun:
         "processing errors) [%(default)s]",
         run=True,
     )
+    accept_cut_inputs: bool = opt(
+        False,
+        "publish what a compressed input that ends early (a cut download) held; what followed the cut "
+        "is of unknown size, so by default the run fails naming the file and where its data stops",
+        run=True,
+    )
     options: CorpusOptions = section(CorpusOptions)  # its sections are the groups of --help
 
 
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         extra_beam_flags=getattr(args, "beam_args", []),
         force=cmd.force,
         max_dead_letter_fraction=cmd.max_dead_letter_fraction,
+        accept_cut_inputs=cmd.accept_cut_inputs,
     )
     print(json.dumps({"out": cmd.out, **manifest["counts"]}, ensure_ascii=False))
     return 0

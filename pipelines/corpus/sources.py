@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from core import storage
-from core.errors import UserError
+from core.errors import StorageFailed, UserError
 from core.peoples_daily import sample_path
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.readers.error_records import failed_input, failed_input_record
 from pipelines.corpus.readers.ids import BUNDLED_STAND_INS, SAMPLE_STAND_IN, file_names
 from pipelines.corpus.readers.jsonl import read_jsonl
 from pipelines.corpus.readers.peoples_daily import read_peoples_daily
@@ -150,6 +151,20 @@ def input_files(item: dict) -> list[str]:
 
 
 def read_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
+    """The records of a work item. An input that cannot be read, or not as it was hashed, ends the
+    item with one record the stage fails on (readers/error_records.py FAILED_INPUT), never an
+    exception: it reaches the launcher as data on every runner, and retrying the bundle would not
+    make a changed input the hashed one."""
+    if item.get("input_failed"):
+        yield failed_input_record(item, item["input_failed"])
+        return
+    try:
+        yield from _read(item, opts)
+    except StorageFailed as err:
+        yield failed_input_record(item, failed_input(err))
+
+
+def _read(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     kind = item["kind"]
     if kind == "zhwiki":
         yield from read_wiki_pages(item, opts)

@@ -138,20 +138,40 @@ def check_out_dir(runner: str, out_dir: str) -> None:
 
 def describe_inputs(items: list[dict]) -> list[dict]:
     """Inputs for the manifest: path, size and content hash (sha256 streamed for local files; the
-    filesystem's own checksum, e.g. GCS md5/crc, for remote ones, to avoid downloading them)."""
+    filesystem's own checksum, e.g. GCS md5/crc, for remote ones, to avoid downloading them), and
+    the `identity` of the version hashed (core/storage/inputs.py), which the readers read and no
+    other (pin_inputs)."""
     seen, out = set(), []
     for item in items:
         for path in input_files(item):
             if path in seen:
                 continue
             seen.add(path)
-            entry = {"kind": item["kind"], "path": path, "size": storage.size(path)}
-            if storage.is_url(path):
-                entry["checksum"] = storage.checksum(path)
-            else:
-                entry["sha256"] = storage.sha256(path)
-            out.append(entry)
+            out.append({"kind": item["kind"], "path": path, **storage.fingerprint(path)})
     return out
+
+
+def content_of(inputs: list[dict]) -> list[dict]:
+    """The inputs as their content names them, without the identity of the version read: what the
+    stage key and the up-to-date check compare (a copy or a touch of the same bytes is the same
+    corpus; what was read is the manifest's record)."""
+    return [{k: v for k, v in entry.items() if k != "identity"} for entry in inputs]
+
+
+def pin_inputs(items: list[dict], inputs: list[dict]) -> list[dict]:
+    """The work items, each with the identity of the version of its file (and index) that `inputs`
+    hashed: the readers read that version or fail (core.storage.open_input)."""
+    known = {entry["path"]: entry for entry in inputs if entry.get("identity")}
+    pinned = []
+    for item in items:
+        item = dict(item)
+        if item["path"] in known:
+            item["identity"] = known[item["path"]]["identity"]
+            item["size"] = known[item["path"]]["size"]
+        if item.get("index") in known:
+            item["index_identity"] = known[item["index"]]["identity"]
+        pinned.append(item)
+    return pinned
 
 
 def _previous_outputs(out_dir: str) -> list[str]:
@@ -198,12 +218,16 @@ def run_corpus(
     force: bool = False,
     max_dead_letter_fraction: float = MAX_DEAD_LETTER_FRACTION,
     inputs: list[dict] | None = None,
+    accept_cut_inputs: bool = False,
 ) -> dict:
     """Build the corpus in out_dir; returns the manifest. Skips the work when out_dir already holds a
     finished corpus of the same inputs and options (unless force).
 
     inputs: describe_inputs of these sources when the caller has them already (the corpus flow hashes
     the inputs for its key): a multi-GB dump is then read once per run, not twice.
+
+    accept_cut_inputs: publish what a compressed input that ends early held (pipelines/corpus/
+    input_checks.py); by default such a run fails, as one whose input could not be read does.
 
     `out_dir` must be ours (core.outdir.claim; force takes over a folder of other files). After
     the run, StageFailed and no manifest when the accounting does not balance or the outcome is not
@@ -221,6 +245,7 @@ def run_corpus(
         out_dir, "corpus", force=force, inputs=[("the input --source", item["path"]) for item in items]
     )
     inputs = describe_inputs(items) if inputs is None else inputs
+    items = pin_inputs(items, inputs)
     config = {"sources": list(sources), "options": opts.to_dict()}
     if index is not None:  # their content hashes: another test file is another corpus
         config["decontamination"] = list(index.records)
@@ -228,7 +253,8 @@ def run_corpus(
     manifest_path = storage.join(out_dir, MANIFEST)
     if storage.exists(manifest_path) and not force:
         previous = storage.read_json(manifest_path)
-        if previous.get("inputs") == inputs and previous.get("config") == config:
+        same_inputs = content_of(previous.get("inputs") or []) == content_of(inputs)
+        if same_inputs and previous.get("config") == config:
             _log.info("%s is up to date (same inputs and options): nothing to do", out_dir)
             return previous
         raise UserError(
@@ -270,7 +296,7 @@ def run_corpus(
     try:
         if problems:
             raise StageFailed("corpus accounting failed, no manifest written: " + "; ".join(problems))
-        check_outcome(stats, out_dir, max_dead_letter_fraction)
+        check_outcome(stats, out_dir, max_dead_letter_fraction, accept_cut_inputs)
     except StageFailed:
         # No half corpus a reader could take for one (a glob of docs-*); stats.json and the rejected
         # shards stay, to see why.

@@ -109,7 +109,10 @@ def test_a_corpus_run_hashes_each_input_once(tmp_path, sample_text, monkeypatch)
         hashed.append(os.path.realpath(path))
         return sha256(path)
 
+    from core.storage import inputs
+
     monkeypatch.setattr(storage, "sha256", counted)
+    monkeypatch.setattr(inputs, "sha256", counted)  # fingerprint's: the version hashed, read later
     result = build_corpus(sources=[f"text:{sample_text}"], storage_root=str(tmp_path / "root"))
     assert not result["reused"]
     assert hashed.count(os.path.realpath(sample_text)) == 1

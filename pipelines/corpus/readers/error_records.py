@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import zlib
 
+from core.errors import InputChanged, StorageFailed
 from pipelines.corpus.readers.ids import file_key
 
 # A damaged file: bad gzip/bz2 headers or CRCs (OSError), a stream that ends early (EOFError), corrupt
-# deflate data (zlib.error).
+# deflate data (zlib.error). Never a read that failed: core.storage.open_input raises StorageFailed.
 STREAM_ERRORS = (OSError, EOFError, zlib.error)
+# An input that could not be read, or not as it was hashed: no dead letter among others, a failed run
+# whatever --max-dead-letter-fraction says (accounting.check_outcome). A rerun reads it again.
+UNREADABLE, CHANGED = "unreadable_input", "changed_input"
+FAILED_INPUT = (UNREADABLE, CHANGED)
 RAW_EXCERPT = 500
 
 
@@ -102,10 +107,27 @@ def rest_lost(item: dict, where: str, err: BaseException, records: int, done: in
     )
 
 
+def failed_input(err: StorageFailed) -> dict:
+    """What an item carries when its input could not be read (read_work turns it into a record)."""
+    return {
+        "error": CHANGED if isinstance(err, InputChanged) else UNREADABLE,
+        "path": err.path,
+        "detail": str(err),
+    }
+
+
+def failed_input_record(item: dict, failed: dict) -> dict:
+    """The record of an input that could not be read: the stage fails on it (FAILED_INPUT), naming
+    the input and the error in full (not cut as a dead letter's detail is)."""
+    rec = error_record(item, failed["path"], failed["error"], "")
+    rec["detail"] = failed["detail"]
+    return rec
+
+
 def stream_error(err: BaseException) -> str:
     """The reason of a file that could not be read to its end."""
     if isinstance(err, EOFError):
         return "truncated_input"
     if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError)):
-        return "unreadable_input"  # gone or not readable by the worker: not the file's content
+        return UNREADABLE  # gone or not readable by the worker: not the file's content
     return "corrupt_input"

@@ -47,7 +47,7 @@ def read_jsonl(item: dict, opts: CorpusOptions) -> Iterator[dict]:
             stream = open_decompressed(item)
             start, end = 0, None
         else:
-            stream = storage.open_read(item["path"])
+            stream = storage.open_input(item["path"], item.get("identity"))
             start, end = item.get("start", 0), item.get("end")
             stream.seek(start)
         with stream:

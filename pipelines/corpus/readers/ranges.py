@@ -15,7 +15,9 @@ import io
 from collections.abc import Iterator
 
 from core import storage
+from core.errors import StorageFailed
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.readers.error_records import failed_input
 
 CHUNK = 1 << 20
 
@@ -26,18 +28,18 @@ def compression(path: str) -> str | None:
     return "bz2" if name.endswith(".bz2") else "gz" if name.endswith(".gz") else None
 
 
-def _index_lines(index_path: str) -> Iterator[bytes]:
-    raw = storage.open_read(index_path)
+def _index_lines(index_path: str, identity: dict | None = None) -> Iterator[bytes]:
+    raw = storage.open_input(index_path, identity)
     stream = bz2.BZ2File(raw) if compression(index_path) == "bz2" else raw
     with stream:
         yield from stream
 
 
-def iter_index_streams(index_path: str) -> Iterator[tuple[int, int]]:
+def iter_index_streams(index_path: str, identity: dict | None = None) -> Iterator[tuple[int, int]]:
     """(offset, pages) of every stream a multistream index (`offset:pageid:title` lines) lists, in
     file order."""
     last, pages = None, 0
-    for line in _index_lines(index_path):
+    for line in _index_lines(index_path, identity):
         head = line.split(b":", 1)[0]
         if not head.strip():
             continue
@@ -51,12 +53,14 @@ def iter_index_streams(index_path: str) -> Iterator[tuple[int, int]]:
         yield last, pages
 
 
-def index_pages(index_path: str, offsets: set[int]) -> dict[int, list[tuple[str, str]]]:
+def index_pages(
+    index_path: str, offsets: set[int], identity: dict | None = None
+) -> dict[int, list[tuple[str, str]]]:
     """(page id, title) of every page the index lists in the streams at `offsets`, in index order
     (read when streams are damaged: their pages are known by id)."""
     found: dict[int, list[tuple[str, str]]] = {}
     last = max(offsets, default=-1)
-    for line in _index_lines(index_path):
+    for line in _index_lines(index_path, identity):
         parts = line.rstrip(b"\r\n").decode("utf-8", errors="replace").split(":", 2)
         if len(parts) < 2 or not parts[0].strip():
             continue
@@ -99,7 +103,7 @@ def _split_multistream(item: dict, opts: CorpusOptions) -> Iterator[dict]:
     runs to the end of the file (it includes the closing `</mediawiki>` stream)."""
     try:
         ranges, streams = [], []
-        for offset, pages in iter_index_streams(item["index"]):
+        for offset, pages in iter_index_streams(item["index"], item.get("index_identity")):
             if len(streams) == opts.reading.wiki_streams_per_range:
                 ranges.append(streams)
                 streams = []
@@ -107,6 +111,9 @@ def _split_multistream(item: dict, opts: CorpusOptions) -> Iterator[dict]:
         if not streams:
             raise ValueError("index has no offsets")
         ranges.append(streams)
+    except StorageFailed as err:  # not damage: the index could not be read as it was hashed
+        yield {**item, "input_failed": failed_input(err)}
+        return
     except (OSError, EOFError, ValueError) as err:
         # An unreadable index costs parallelism, not data: read the whole dump in one piece.
         yield {**item, "index": None, "index_error": f"{type(err).__name__}: {err}"}
@@ -145,7 +152,7 @@ class _Decompressed(io.RawIOBase):
     decompressor's read size: 8 KiB for bz2, 128 KiB for gzip)."""
 
     def __init__(self, item: dict):
-        self.raw = storage.open_read(item["path"])
+        self.raw = storage.open_input(item["path"], item.get("identity"))
         self.view = _Range(self.raw, item.get("start", 0), item.get("end"))
         kind = compression(item["path"])
         # BZ2File reads concatenated streams transparently; the decompressors buffer their input

@@ -199,7 +199,7 @@ class _Bz2Dump:
     def read(self) -> Iterator[dict]:
         splitter = PageSplitter(self.opts.reading.max_record_bytes)
         path, out_at, stream, page = self.item["path"], 0, self.start, 0
-        with storage.open_read(path) as f:
+        with storage.open_input(path, self.item.get("identity")) as f:
             for event in iter_bz2(f, self.start, self.end, self.firsts[1:]):
                 if event[0] == "data":
                     _, chunk, self.last = event
@@ -274,7 +274,9 @@ class _Bz2Dump:
         if not todo:
             return
         try:
-            pages = index_pages(self.item["index"], {self.streams[i][0] for i in todo})
+            pages = index_pages(
+                self.item["index"], {self.streams[i][0] for i in todo}, self.item.get("index_identity")
+            )
         except (OSError, EOFError, ValueError):
             pages = {}  # the index became unreadable: the pages are counted, not named
         for i in todo:

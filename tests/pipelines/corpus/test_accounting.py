@@ -225,7 +225,9 @@ def run_without_metrics(tmp_path_factory, corpus_inputs, sample_docs):
         out = str(root / "corpus")
         specs = [*corpus_inputs["specs"], f"text:{extra}"]
         flags = ["--direct_running_mode=in_memory"]
-        manifest = run_corpus(specs, out, extra_beam_flags=flags, max_dead_letter_fraction=0.05)
+        manifest = run_corpus(
+            specs, out, extra_beam_flags=flags, max_dead_letter_fraction=0.05, accept_cut_inputs=True
+        )
     finally:
         mp.undo()
     (metrics,) = results
