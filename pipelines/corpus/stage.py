@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import tempfile
 import time
 
@@ -32,6 +33,7 @@ from pipelines.corpus.eval_index import save_index
 from pipelines.corpus.eval_sets import EvalSet, load_eval_sets
 from pipelines.corpus.options import MAX_DEAD_LETTER_FRACTION, CorpusOptions
 from pipelines.corpus.pipeline import SUMMARY, TMP_DIR, build_pipeline
+from pipelines.corpus.readers.ranges import index_problem
 from pipelines.corpus.report import REPORT, write_report
 from pipelines.corpus.sources import input_files, plan_sources
 from pipelines.corpus.text_cleaning import ChineseConverter
@@ -174,6 +176,23 @@ def pin_inputs(items: list[dict], inputs: list[dict]) -> list[dict]:
     return pinned
 
 
+def usable_index(item: dict) -> dict:
+    """The work item with its multistream index, or, when the index cannot be used (readers/ranges.py
+    index_problem), without it and with a warning line: the dump is then read in one piece, by one
+    worker, and what damage costs it is estimated from its bytes instead of named from the index."""
+    if item["kind"] != "zhwiki" or not item.get("index"):
+        return item
+    problem = index_problem(item)
+    if problem is None:
+        return item
+    print(
+        f"warning: the multistream index {item['index']} is not used for {item['path']}: {problem}; "
+        f"the dump is read in one piece, by one worker",
+        file=sys.stderr,
+    )
+    return {**item, "index": None, "index_error": problem}
+
+
 def _previous_outputs(out_dir: str) -> list[str]:
     patterns = ["docs-*.jsonl.gz", "rejected-*.jsonl.gz", STATS, REPORT, MANIFEST]
     return [p for pat in patterns for p, _ in storage.match(storage.join(out_dir, pat))]
@@ -261,6 +280,7 @@ def run_corpus(
             f"--out {out_dir} holds a corpus of other inputs or options; pass --force to replace it, "
             f"or give another --out"
         )
+    items = [usable_index(item) for item in items]  # before any work: a warning, then the reading
     for path in _previous_outputs(out_dir) + [storage.join(out_dir, TMP_DIR)]:
         storage.remove(path, recursive=True)
 

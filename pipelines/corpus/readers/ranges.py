@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from core import storage
 from core.errors import StorageFailed
 from pipelines.corpus.options import CorpusOptions
+from pipelines.corpus.readers.bz2streams import STREAM_HEAD
 from pipelines.corpus.readers.error_records import failed_input
 
 CHUNK = 1 << 20
@@ -94,6 +95,43 @@ def split_work(item: dict, opts: CorpusOptions) -> Iterator[dict]:
             yield {**item, "start": start, "end": min(item["size"], start + step)}
     else:
         yield item
+
+
+INDEX_SAMPLES = 16  # listed offsets checked against the dump (index_problem)
+
+
+def index_problem(item: dict) -> str | None:
+    """Why a zhwiki dump's multistream index cannot be used, or None when it can: it cannot be read to
+    its end, lists no stream, or lists streams where the dump has none. For the last, up to
+    INDEX_SAMPLES listed offsets inside the dump, spread over it, are looked at (a ranged read of 10
+    bytes each): an index of another dump (another date, another part) misses the stream heads, and
+    read with it, ranges would start inside streams and the dead letters would name pages that were in
+    fact read. More than half must miss, so that a damaged stream head or two (damage the reader
+    accounts for) do not discard a good index. Offsets past the end are not checked: a cut dump."""
+    try:
+        offsets = [offset for offset, _ in iter_index_streams(item["index"], item.get("index_identity"))]
+    except StorageFailed:
+        raise
+    except (OSError, EOFError, ValueError) as err:
+        return f"it cannot be read ({type(err).__name__}: {err})"
+    size = item.get("size") or storage.size(item["path"])
+    inside = [offset for offset in offsets if offset < size]
+    if not inside:
+        return "it lists no stream inside the dump" if offsets else "it lists no stream"
+    step = max(1, len(inside) // INDEX_SAMPLES)
+    sample = sorted(set(inside[::step][:INDEX_SAMPLES] + [inside[-1]]))
+    missing = []
+    with storage.open_input(item["path"], item.get("identity")) as f:
+        for offset in sample:
+            f.seek(offset)
+            if not STREAM_HEAD.match(f.read(10)):
+                missing.append(offset)
+    if len(missing) * 2 > len(sample):
+        return (
+            f"the dump has no bz2 stream at {len(missing)} of {len(sample)} offsets it lists (the first at "
+            f"byte {missing[0]}): it is not this dump's index"
+        )
+    return None
 
 
 def _split_multistream(item: dict, opts: CorpusOptions) -> Iterator[dict]:

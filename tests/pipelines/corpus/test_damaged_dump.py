@@ -7,6 +7,7 @@ from __future__ import annotations
 import bz2
 import json
 import os
+import shutil
 
 import pytest
 
@@ -76,6 +77,39 @@ def test_an_index_of_another_dump_fails_the_accounting(tmp_path, wiki_articles):
     r.fails(
         1, "corpus accounting failed", f"the index of {NAME} lists {PAGES + 1} pages, the dump held {PAGES}"
     )
+
+
+def _index_of(dump: str) -> str:
+    return dump.replace("multistream", "multistream-index").replace(".xml", ".txt")
+
+
+def test_an_index_of_a_dump_of_other_pages_is_not_used_and_a_line_says_why(tmp_path, wiki_articles):
+    """An index of another dump (other pages: other stream offsets) beside this one. Used, its ranges
+    started inside streams and the dead letters named pages that were in fact read; now it is not
+    used, with a warning, and the dump is read whole."""
+    dump = write_wiki(str(tmp_path), wiki_articles)
+    other = write_wiki(str(tmp_path / "other"), [{**a, "title": a["title"] * 3} for a in wiki_articles])
+    shutil.copy(_index_of(other), _index_of(dump))
+    out = tmp_path / "out"
+    r = albert("corpus", "--source", f"zhwiki:{dump}", "--out", str(out), *BEAM).ok()
+    (warning,) = [line for line in r.err.splitlines() if line.startswith("warning:")]
+    assert f"the multistream index {_index_of(dump)} is not used for {dump}" in warning
+    assert "it is not this dump's index" in warning and "read in one piece, by one worker" in warning
+    stats = json.load(open(out / "stats.json"))
+    assert stats["read"] == PAGES and stats["dead_letter_total"] == 0 and stats["invariant"]["holds"]
+
+
+def test_a_damaged_index_is_not_used_and_a_line_says_why(tmp_path, wiki_articles):
+    dump = write_wiki(str(tmp_path), wiki_articles)
+    index = _index_of(dump)
+    data = open(index, "rb").read()
+    open(index, "wb").write(data[: len(data) // 2])  # cut: bz2 ends early
+    out = tmp_path / "out"
+    r = albert("corpus", "--source", f"zhwiki:{dump}", "--out", str(out), *BEAM).ok()
+    (warning,) = [line for line in r.err.splitlines() if line.startswith("warning:")]
+    assert "is not used" in warning and "it cannot be read (EOFError" in warning
+    stats = json.load(open(out / "stats.json"))
+    assert stats["read"] == PAGES and stats["dead_letter_total"] == 0
 
 
 def test_a_damaged_jsonl_counts_against_the_limit_by_what_it_lost(tmp_path, wiki_articles):
