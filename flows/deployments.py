@@ -99,6 +99,17 @@ def ensure_pools(pools: list[dict], infra_dir: str, log=print) -> list[str]:
     return created
 
 
+def job_variables(pool: dict) -> dict:
+    """A deployment's job variables: its pool entry's, with the API retries of flows/__init__.py in
+    the job's environment (a worker's flow-run process imports Prefect before our code can set
+    them). A value the file gives wins."""
+    from flows import API_RETRIES
+
+    variables = dict(pool.get("job_variables") or {})
+    variables["env"] = {**API_RETRIES, **(variables.get("env") or {})}
+    return variables
+
+
 def apply(specs: list[Spec], log=print) -> dict[str, str]:
     """Create or update every deployment (schedules replaced by the file's). Returns name -> id."""
     from prefect.client.orchestration import get_client
@@ -119,7 +130,7 @@ def apply(specs: list[Spec], log=print) -> dict[str, str]:
                 name=spec.name,
                 work_pool_name=spec.pool["name"],
                 work_queue_name=spec.pool.get("work_queue_name"),
-                job_variables=spec.pool.get("job_variables") or {},
+                job_variables=job_variables(spec.pool),
                 parameters=spec.parameters,
                 schedules=_schedule_objects(spec),
                 entrypoint=spec.entrypoint,

@@ -189,7 +189,12 @@ def test_deploy_registers_pools_deployments_and_schedules(capsys):
         "cloud.google.com/gke-tpu-accelerator": "{{ tpu_accelerator }}",
         "cloud.google.com/gke-tpu-topology": "{{ tpu_topology }}",
     }
-    assert deps["pretrain/tpu-kubernetes"].job_variables["env"] == {"PJRT_DEVICE": "TPU"}
+    # every job retries the Prefect API for minutes (flows/__init__.py), beside the file's own env
+    assert deps["pretrain/tpu-kubernetes"].job_variables["env"] == {
+        "PREFECT_CLIENT_MAX_RETRIES": "8",
+        "PJRT_DEVICE": "TPU",
+    }
+    assert all(d.job_variables["env"]["PREFECT_CLIENT_MAX_RETRIES"] == "8" for d in deps.values())
     assert schedules["weekly-zhwiki-base"].schedule.cron == "0 3 * * 1"
     assert schedules["weekly-zhwiki-base"].parameters["pretrain_deployment"] == "pretrain/gpu-vertex"
     assert schedules["midweek-sample-smoke"].parameters["model_name"] == "albert-sample"
