@@ -49,7 +49,8 @@ SECONDS: dict[str, tuple[float, float]] = {
     "tests/pipelines/test_no_eval_in_instances.py": (32, 0),
     "tests/pipelines/test_portable.py": (2, 29),
     "tests/model/test_trust_train_cli.py": (26, 0),
-    "tests/pipelines/corpus/test_damaged_dump.py": (17, 8),
+    "tests/pipelines/corpus/test_damaged_dump.py": (35, 8),
+    "tests/faults/test_gcs_faults_cli.py": (105, 0),  # 11 runs through the fault proxy
     "tests/flows/test_ui.py": (0, 22),
     "tests/flows/test_trust_registry_cli.py": (16, 6),
     "tests/pipelines/corpus/test_ids.py": (21, 0),

@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import multiprocessing.util  # noqa: F401  its exit hook is registered before ours (_stop_workers_at_exit)
+import os
 import signal
 import weakref
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.errors import UserError
+from core.errors import StorageFailed, UserError
 from model.data.examples import TORCH_NAMES, RecordError, parse_examples, to_torch
 from model.data.folders import InstanceFiles
 from model.data.records import iter_records
@@ -212,14 +213,44 @@ class InstanceStream(torch.utils.data.IterableDataset):
             yield err
 
 
+# Seconds the training process waits for one batch from its loader workers before it gives up. A batch
+# is a few reads (a request to a bucket gives up within about 3.5 minutes: core/storage/policy.py), so
+# a worker silent this long is stuck: a run on the GCS emulator once waited 46 minutes, the training
+# process on its next batch and the worker on its next request, both idle. Failing lets the flow's
+# retry resume the run from its last checkpoint, where waiting would hold the stage forever.
+LOADER_TIMEOUT_S = 600.0
+
+
 class _Loader(torch.utils.data.DataLoader):
-    """A DataLoader that raises the UserError a worker passed on (see InstanceStream._in_worker)."""
+    """A DataLoader that raises the UserError a worker passed on (see InstanceStream._in_worker), and a
+    worker that produced no batch for LOADER_TIMEOUT_S as StorageFailed: one line, exit 1."""
 
     def __iter__(self):
         batches = super().__iter__()
         if self.num_workers > 0:
             _WITH_WORKERS.add(batches)
-        for item in batches:
+        while True:
+            try:
+                item = next(batches)
+            except StopIteration:
+                return
+            except RuntimeError as err:
+                if not str(err).startswith("DataLoader timed out"):
+                    raise
+                # A stuck worker ignores SIGTERM (_ignore_stop_signals), and the exit would wait on it
+                # (multiprocessing joins its children): shut the workers down as the iterator does
+                # (which also unregisters them from torch's SIGCHLD check), then kill what is left.
+                batches._shutdown_workers()
+                for worker in batches._workers:
+                    if worker.is_alive():
+                        worker.kill()
+                data = self.dataset.data
+                raise StorageFailed(
+                    "reading",
+                    data.source or os.path.dirname(data.files[0]),  # the instances folder
+                    f"no batch came from the loader's worker process in {self.timeout:g} s",
+                    "rerun the same command: it resumes from its last checkpoint",
+                ) from None
             if isinstance(item, UserError):
                 raise item
             yield item
@@ -256,6 +287,7 @@ def make_loader(stream: InstanceStream, num_workers: int = 0, pin_memory: bool =
             prefetch_factor=prefetch,
             persistent_workers=False,
             multiprocessing_context="fork",
+            timeout=LOADER_TIMEOUT_S,  # read when the loader is made (tests lower it)
             worker_init_fn=_ignore_stop_signals,
         )
     # Its own generator: creating the loader's iterator must not draw from the global torch RNG

@@ -244,6 +244,34 @@ def test_resume_from_any_position_continues_exactly(tmp_path, world):
         assert ids_of(workers) == ids_of(ref[6:12])
 
 
+class _StuckAfterTwo(InstanceStream):
+    """A stream whose loader worker hands out two batches, then waits forever (as a worker once did)."""
+
+    def _in_worker(self, worker, num_workers):
+        import time
+
+        for k, batch in enumerate(super()._in_worker(worker, num_workers)):
+            if k == 2:
+                time.sleep(3600)
+            yield batch
+
+
+def test_a_loader_worker_that_stops_producing_fails_in_one_line(tmp_path, monkeypatch):
+    from core.errors import StorageFailed
+    from model.data import stream as stream_module
+
+    monkeypatch.setattr(stream_module, "LOADER_TIMEOUT_S", 3.0)
+    data = numbered_files(tmp_path, [10, 10])
+    batches = iter(make_loader(_StuckAfterTwo(data, 2, seed=5), num_workers=1))
+    assert len(take(batches, 2)) == 2
+    with pytest.raises(StorageFailed) as failed:
+        next(batches)
+    assert str(failed.value) == (
+        f"reading {tmp_path}: no batch came from the loader's worker process in 3 s; rerun the same "
+        "command: it resumes from its last checkpoint"
+    )
+
+
 EXIT_WITH_A_LIVE_LOADER = """
 import sys
 from model.data import InstanceFiles, InstanceStream, make_loader
