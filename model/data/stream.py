@@ -204,11 +204,18 @@ class InstanceStream(torch.utils.data.IterableDataset):
         return self._in_worker(info.id, info.num_workers)
 
     def _in_worker(self, worker: int, num_workers: int):
-        """The batches of a loader worker process. A UserError (a damaged file) travels as an item: the
-        DataLoader would re-raise it in the training process wrapped in the worker's traceback text;
-        make_loader's loader raises it there as itself, one line."""
+        """The batches of a loader worker process, as numpy arrays (make_loader's loader turns them
+        back into the same tensors). A tensor would travel as a file descriptor of shared memory,
+        which multiprocessing hands over through a Unix socket it binds under TMPDIR: with a TMPDIR
+        path longer than a socket path may be (108 bytes) the bind fails, the queue's feeder thread
+        drops the batch after printing the error, and the training process waited for it forever
+        (`OSError: AF_UNIX path too long`, found in a demo on GCS whose tests set a long TMPDIR).
+        Arrays travel by value through the pipe. A UserError (a damaged file) travels as an item:
+        the DataLoader would re-raise it in the training process wrapped in the worker's traceback
+        text; make_loader's loader raises it there as itself, one line."""
         try:
-            yield from self.batches(worker, num_workers)
+            for batch, position in self.batches(worker, num_workers):
+                yield {k: v.numpy() for k, v in batch.items()}, position
         except UserError as err:
             yield err
 
@@ -253,7 +260,19 @@ class _Loader(torch.utils.data.DataLoader):
                 ) from None
             if isinstance(item, UserError):
                 raise item
+            if self.num_workers > 0:  # a worker's numpy arrays (InstanceStream._in_worker)
+                batch, position = item
+                item = {k: _tensor(v, self.pin_memory) for k, v in batch.items()}, position
             yield item
+
+
+def _as_is(item):
+    return item
+
+
+def _tensor(array: np.ndarray, pin: bool) -> torch.Tensor:
+    tensor = torch.from_numpy(array)
+    return tensor.pin_memory() if pin else tensor
 
 
 # The loaders' iterators that have worker processes, until they are collected. Workers ignore SIGTERM
@@ -287,7 +306,8 @@ def make_loader(stream: InstanceStream, num_workers: int = 0, pin_memory: bool =
             prefetch_factor=prefetch,
             persistent_workers=False,
             multiprocessing_context="fork",
-            timeout=LOADER_TIMEOUT_S,  # read when the loader is made (tests lower it)
+            timeout=LOADER_TIMEOUT_S,
+            collate_fn=_as_is,  # not default_convert: it would make the worker's arrays tensors again  # read when the loader is made (tests lower it)
             worker_init_fn=_ignore_stop_signals,
         )
     # Its own generator: creating the loader's iterator must not draw from the global torch RNG

@@ -307,6 +307,33 @@ def test_the_process_exits_with_a_loader_still_alive(tmp_path):
     assert done.stdout == "one batch\n"
 
 
+def test_worker_batches_arrive_with_a_tmpdir_longer_than_a_socket_path(tmp_path):
+    """A worker's tensors travelled as shared-memory file descriptors, through a Unix socket that
+    multiprocessing binds under TMPDIR; past 108 bytes the bind failed, the queue dropped the batch
+    and the training process waited forever (the demo-on-GCS hang). Batches now travel as arrays."""
+    import subprocess
+    import sys
+
+    data = numbered_files(tmp_path, [13, 4, 9])
+    args = [",".join(data.files), str(data.max_seq_length), str(data.max_predictions)]
+    long_tmp = tmp_path / ("t" * 60) / ("u" * 60)
+    long_tmp.mkdir(parents=True)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = EXIT_WITH_A_LIVE_LOADER.replace(
+        "import sys\n", "import sys\nfrom model.data import stream\nstream.LOADER_TIMEOUT_S = 30.0\n", 1
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=root,
+        env={**os.environ, "TMPDIR": str(long_tmp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout == "one batch\n", done.stderr[-3000:]
+    assert "AF_UNIX path too long" not in done.stderr
+
+
 def test_batches_are_model_ready(instances_dir):
     from model.albert import AlbertForPreTraining
     from model.config import AlbertConfig
