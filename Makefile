@@ -38,22 +38,31 @@ demo: setup
 rehearse: setup
 	$(VENV)/bin/albert rehearse
 
-# The tests run on every core (pytest-xdist; JOBS=1: in one process). A file is a unit of work, and the
-# files that read the flows' shared chain are one unit, so fixtures are built once; the longest units go
-# first (tests/scheduling.py, which takes over xdist's scheduling for any --dist load* mode).
-# `make test`: the fast default suite (not marked slow); `make test-slow`: the slow tier only
-# (docs/testing.md); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model.
-JOBS ?= auto
+# The tests run in one more pytest-xdist worker than there are cores (JOBS=1: in one process): many
+# tests spend seconds waiting on a server, a subprocess or a signal, and the extra worker fills the core
+# they leave idle (on 2 cores, 3 workers took the default suite from about 10 to 8.6 minutes). A file is
+# a unit of work, and the files that read the flows' shared chain are one unit, so fixtures are built
+# once; the longest units go first (tests/scheduling.py, which takes over xdist's scheduling for any
+# --dist load* mode). `make test`: the fast default suite (not marked slow); `make test-slow`: the slow
+# tier only (docs/testing.md); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model.
+JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 XDIST = -n $(JOBS) --dist loadgroup
 
+# TIERS=fast (the default: what is not marked slow), slow, or all (both in one run, as CI runs them).
+TIERS ?= fast
+MARKS_fast :=
+MARKS_slow := -m slow
+MARKS_all := -m ''
+
 test: setup
-	$(PY) -m pytest -q $(XDIST)
+	@test -n "$(filter $(TIERS),fast slow all)" || { echo "make test: TIERS is fast, slow or all, not '$(TIERS)'" >&2; exit 2; }
+	$(PY) -m pytest -q $(XDIST) $(MARKS_$(TIERS))
 
-test-slow: setup
-	$(PY) -m pytest -q $(XDIST) -m slow
+test-slow:
+	$(MAKE) test TIERS=slow
 
-test-all: setup
-	$(PY) -m pytest -q $(XDIST) -m ''
+test-all:
+	$(MAKE) test TIERS=all
 
 # Both tiers with each test's time (junit XML), then the per-unit seconds tests/scheduling.py orders by.
 durations: setup

@@ -363,9 +363,11 @@ def run_corpus_bench(
     workers: int | None = None,
     single_core_limit: int | None = None,
     curation_copies: int = 16,
+    curation_repeats: int = 2,
 ) -> dict:
     """All corpus figures as one dict (what `albert bench corpus` reports); `curation_copies` 0 skips
-    the curation on/off runs (benchmarks/curation.py)."""
+    the curation on/off runs (benchmarks/curation.py), `curation_repeats` is how often each setting runs
+    (its fastest run is reported)."""
     with tempfile.TemporaryDirectory(prefix="corpus-bench-") as tmp:
         result = {
             "single_core": single_core_throughput(single_core_limit),
@@ -375,7 +377,9 @@ def run_corpus_bench(
     if curation_copies:
         from benchmarks import curation  # it builds on benchmarks.scale_corpus, which imports this module
 
-        result["curation"] = curation.curation_cost(curation_copies, workers or os.cpu_count() or 1)
+        result["curation"] = curation.curation_cost(
+            curation_copies, workers or os.cpu_count() or 1, repeats=curation_repeats
+        )
     return result
 
 

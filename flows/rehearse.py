@@ -18,7 +18,7 @@ would run it, with a local stand-in for every cloud service.
 |                                              | DirectRunner's                                             |
 | pretrain/gpu-vertex: a GPU job, 8 ranks      | the same hand-off (run_deployment) to a served deployment: |
 |                                              | torchrun with 2 gloo ranks on the CPU                      |
-| ALBERT-base, 125k steps of 4096 x 512        | the tiny preset, a few hundred steps of 16 x 128           |
+| ALBERT-base, 125k steps of 4096 x 512        | the tiny preset, 150 steps a week of 16 x 64               |
 
 Two weeks run back to back: week 1 starts from scratch (vocabulary, model) and faces the trivial
 baselines; week 2 continues from week 1's production model and its vocabulary and faces it in the gate.
@@ -62,8 +62,8 @@ STAND_INS = {
     "corpus_runner": ("DirectRunner", "Dataflow: Beam's local runner, 2 worker processes"),
     "beam_args": (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], "its options"),
     "config": ("tiny", "a model that trains on a CPU"),
-    "max_seq_length": (128, "short sequences"),
-    "max_predictions": (20, "15% of 128"),
+    "max_seq_length": (64, "short sequences, as the fine-tuning's"),
+    "max_predictions": (10, "15% of 64"),
     "dupe_factor": (2, ""),
     "batch_size": (16, ""),
     "optimizer": ("adamw", "small batches"),

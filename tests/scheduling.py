@@ -22,12 +22,12 @@ CHAIN_FILES = ("tests/flows/test_flows.py", "tests/flows/test_artifacts.py", "te
 # first, so that no worker is left with a long unit at the end while the other waits. Remeasure when
 # a unit changes much: `make durations` runs both tiers and prints this table.
 SECONDS: dict[str, tuple[float, float]] = {
-    "tests/flows/test_rehearse.py": (21, 730),  # the production rehearsal (12 min alone)
+    "tests/flows/test_rehearse.py": (21, 640),  # the production rehearsal (10.6 min alone)
     "tests/flows/test_demo.py": (20, 300),  # the demo twice, locally
-    "tests/flows/test_demo_gcs.py": (0, 305),  # the demo twice on the GCS emulator
+    "tests/flows/test_demo_gcs.py": (0, 260),  # the demo twice on the GCS emulator
     "tests/flows/test_ui_browser.py": (0, 318),  # a server, two tiny chains, a browser
     "tests/faults/test_trust_faults_cli.py": (21, 231),
-    "tests/benchmarks/test_corpus.py": (1, 174),
+    "tests/benchmarks/test_corpus.py": (1, 85),
     CHAIN: (156, 0),
     "tests/flows/test_prefect_cli.py": (0, 105),  # one check since two (9 passed in 105 s)
     "tests/flows/test_api_outage.py": (35, 205),  # two server starts and a 75 s outage
@@ -50,7 +50,7 @@ SECONDS: dict[str, tuple[float, float]] = {
     "tests/pipelines/test_portable.py": (2, 29),
     "tests/model/test_trust_train_cli.py": (26, 0),
     "tests/pipelines/corpus/test_damaged_dump.py": (35, 8),
-    "tests/faults/test_gcs_faults_cli.py": (105, 0),  # 11 runs through the fault proxy
+    "tests/faults/test_gcs_faults_cli.py": (80, 0),  # 10 corpus runs through the fault proxy
     "tests/flows/test_ui.py": (0, 22),
     "tests/flows/test_trust_registry_cli.py": (16, 6),
     "tests/pipelines/corpus/test_ids.py": (21, 0),

@@ -45,14 +45,34 @@ def proxy(gcs):
         yield running
 
 
-@pytest.fixture
-def source(bucket, inputs) -> str:
+@pytest.fixture(scope="module")
+def inputs_bucket(gcs) -> str:
+    """One bucket for the module's inputs, so that the clean corpus is built once (a corpus names its
+    inputs, and so its bucket, in what it writes)."""
+    import uuid
+
+    from flows.gcs_emulator import create_bucket
+
+    name = f"faults-{uuid.uuid4().hex[:12]}"
+    create_bucket(gcs, name)
+    return f"gs://{name}"
+
+
+def write_inputs(bucket: str, inputs: dict[str, bytes]) -> str:
     for name, data in inputs.items():
         storage.write_bytes(f"{bucket}/{name}", data)
     return bucket
 
 
-def corpus(proxy: FaultProxy, bucket: str, out: str, *extra: str, env: dict | None = None):
+@pytest.fixture
+def source(inputs_bucket, inputs) -> str:
+    """The inputs, written afresh: a test before may have overwritten one."""
+    return write_inputs(inputs_bucket, inputs)
+
+
+def corpus(host: str, bucket: str, out: str, *extra: str, env: dict | None = None):
+    """`albert corpus` of the two inputs, reading the bucket through `host` (the proxy's URL, or the
+    emulator's own)."""
     return albert(
         "corpus",
         "--source",
@@ -63,7 +83,7 @@ def corpus(proxy: FaultProxy, bucket: str, out: str, *extra: str, env: dict | No
         out,
         *BEAM,
         *extra,
-        env={"STORAGE_EMULATOR_HOST": proxy.url, **FAST, **(env or {})},
+        env={"STORAGE_EMULATOR_HOST": host, **FAST, **(env or {})},
         timeout=300,
     )
 
@@ -73,10 +93,11 @@ def outputs(folder: str) -> dict[str, str]:
     return {n: h for n, h in tree(folder).items() if n != "manifest.json" and not n.startswith(".albert-")}
 
 
-@pytest.fixture
-def clean(proxy, source, tmp_path) -> dict[str, str]:
-    out = str(tmp_path / "clean")
-    corpus(proxy, source, out).ok()
+@pytest.fixture(scope="module")
+def clean(gcs, inputs_bucket, inputs, tmp_path_factory) -> dict[str, str]:
+    """What a run with no fault publishes: built once, straight from the emulator (no proxy)."""
+    out = str(tmp_path_factory.mktemp("clean") / "corpus")
+    corpus(gcs, write_inputs(inputs_bucket, inputs), out).ok()
     return outputs(out)
 
 
@@ -103,7 +124,7 @@ def failed_cleanly(out: str) -> None:
 def test_faults_that_a_retry_fixes_give_the_clean_output(proxy, source, clean, tmp_path, rule):
     proxy.add(rule)
     out = str(tmp_path / "out")
-    corpus(proxy, source, out, "--storage-timeout", "1").ok()
+    corpus(proxy.url, source, out, "--storage-timeout", "1").ok()
     assert rule.fired, "the fault never happened"
     assert outputs(out) == clean
 
@@ -114,11 +135,11 @@ def test_faults_that_a_retry_fixes_give_the_clean_output(proxy, source, clean, t
 def test_an_input_whose_every_download_is_reset_fails_the_run_in_one_line(proxy, source, clean, tmp_path):
     proxy.add(Rule("reset", path=f"/download/*{NEWS.replace('/', '%2F')}*"))
     out = str(tmp_path / "out")
-    r = corpus(proxy, source, out)
+    r = corpus(proxy.url, source, out)
     r.fails(1, f"reading {source}/{NEWS}", "connection reset", "gave up after 6 attempts", "no manifest")
     failed_cleanly(out)
     proxy.clear()  # the rerun reads it again, and builds what a clean run builds
-    rerun = corpus(proxy, source, out)
+    rerun = corpus(proxy.url, source, out)
     rerun.ok()
     assert "up to date" not in rerun.err
     assert outputs(out) == clean
@@ -128,7 +149,7 @@ def test_an_input_deleted_during_the_run_fails_the_run_in_one_line(proxy, source
     # GCS answers 404 to a read of an object deleted since its metadata was read (the hashing)
     proxy.add(Rule("status", status=404, path=f"/download/*{TEXT.replace('/', '%2F')}*"))
     out = str(tmp_path / "out")
-    r = corpus(proxy, source, out)
+    r = corpus(proxy.url, source, out)
     r.fails(1, f"reading {source}/{TEXT}", "deleted or replaced after it was hashed", "no manifest")
     failed_cleanly(out)
 
@@ -142,12 +163,12 @@ def test_an_input_overwritten_after_it_was_hashed_is_refused(proxy, source, clea
 
     proxy.add(Rule("hook", path=f"/download/*{NEWS.replace('/', '%2F')}*", times=1, hook=overwrite))
     out = str(tmp_path / "out")
-    r = corpus(proxy, source, out)
+    r = corpus(proxy.url, source, out)
     r.fails(1, f"reading {source}/{NEWS}", "replaced after it was hashed", "no manifest")
     failed_cleanly(out)
     # the original back: the rerun builds the clean corpus (it is not "up to date": nothing was published)
     storage.write_bytes(f"{source}/{NEWS}", inputs[NEWS])
-    rerun = corpus(proxy, source, out)
+    rerun = corpus(proxy.url, source, out)
     rerun.ok()
     assert "up to date" not in rerun.err
     assert outputs(out) == clean
@@ -162,7 +183,7 @@ def test_an_input_overwritten_after_it_was_hashed_is_refused(proxy, source, clea
 def test_a_read_never_answered_gives_up_after_the_configured_attempts(proxy, source, tmp_path):
     proxy.add(Rule("stall", path=f"/download/*{NEWS.replace('/', '%2F')}*"))  # never answered
     out = str(tmp_path / "out")
-    r = corpus(proxy, source, out, "--storage-timeout", "1", "--storage-retries", "2")
+    r = corpus(proxy.url, source, out, "--storage-timeout", "1", "--storage-retries", "2")
     r.fails(1, f"reading {source}/{NEWS}", "timed out", "gave up after 3 attempts", "--storage-timeout 1")
     assert len(proxy.actions("stall")) == 3
     failed_cleanly(out)
@@ -174,7 +195,7 @@ def test_a_read_never_answered_gives_up_after_the_configured_attempts(proxy, sou
 def test_a_503_that_outlasts_the_retries_is_one_line(proxy, source, tmp_path):
     proxy.add(Rule("status", path=f"*{NEWS.replace('/', '%2F')}*"))
     out = str(tmp_path / "out")
-    r = corpus(proxy, source, out, "--storage-retries", "3")
+    r = corpus(proxy.url, source, out, "--storage-retries", "3")
     r.fails(1, f"{source}/{NEWS}", "HTTP 503", "gave up after 4 attempts")
     assert not os.path.exists(os.path.join(out, "manifest.json"))
 
