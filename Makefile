@@ -38,14 +38,20 @@ demo: setup
 rehearse: setup
 	$(VENV)/bin/albert rehearse
 
-# The tests run in one more pytest-xdist worker than there are cores (JOBS=1: in one process): many
-# tests spend seconds waiting on a server, a subprocess or a signal, and the extra worker fills the core
-# they leave idle (on 2 cores, 3 workers took the default suite from about 10 to 8.6 minutes). A file is
-# a unit of work, and the files that read the flows' shared chain are one unit, so fixtures are built
-# once; the longest units go first (tests/scheduling.py, which takes over xdist's scheduling for any
-# --dist load* mode). `make test`: the fast default suite (not marked slow); `make test-slow`: the slow
-# tier only (docs/testing.md); `make test-all`: both at once. One folder: .venv/bin/pytest -n 2 tests/model.
-JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# The fast suite runs in one more pytest-xdist worker than there are cores (JOBS=1: in one process):
+# many of its tests spend seconds waiting on a server, a subprocess or a signal, and the extra worker
+# fills the core they leave idle (on 2 cores, 3 workers took it from about 10 to 8.6 minutes). The slow
+# tier's tests start process trees of their own (torchrun ranks, Beam workers, servers, a browser), so
+# it runs one worker a core. A file is a unit of work, and the files that read the flows' shared chain
+# are one unit, so fixtures are built once; the longest units go first (tests/scheduling.py, which takes
+# over xdist's scheduling for any --dist load* mode). `make test`: the fast default suite (not marked
+# slow); `make test-slow`: the slow tier only (docs/testing.md); `make test-all`: both at once.
+# One folder: .venv/bin/pytest -n 2 tests/model.
+CORES := $(shell nproc)
+JOBS_fast := $(shell echo $$(( $(CORES) + 1 )))
+JOBS_slow := $(CORES)
+JOBS_all := $(CORES)
+JOBS ?= $(JOBS_$(TIERS))
 XDIST = -n $(JOBS) --dist loadgroup
 
 # TIERS=fast (the default: what is not marked slow), slow, or all (both in one run, as CI runs them).
@@ -65,6 +71,7 @@ test-all:
 	$(MAKE) test TIERS=all
 
 # Both tiers with each test's time (junit XML), then the per-unit seconds tests/scheduling.py orders by.
+durations: TIERS = all
 durations: setup
 	mkdir -p $(OUT)
 	$(PY) -m pytest -q $(XDIST) -m '' --junitxml=$(OUT)/durations.xml

@@ -162,10 +162,8 @@ def flow_run_id_of(output: str) -> str:
 def check(work: str, log: Callable[[str], None] = print) -> CheckResult:
     """Start a server in `work`, deploy, list, schedule a run for tomorrow, run a deployment on a worker,
     list runs. Everything it writes is under `work`."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from flows.deploy import load_specs
-    from flows.server import local_server, log_tail
+    from flows.server import local_server, log_tail, using_api
 
     specs, pools = load_specs()
     deployments = [spec.full_name for spec in specs]
@@ -174,7 +172,7 @@ def check(work: str, log: Callable[[str], None] = print) -> CheckResult:
     result = CheckResult()
     with (
         local_server(home=os.path.join(work, "server")) as api_url,
-        temporary_settings({PREFECT_API_URL: api_url}),
+        using_api(api_url),
     ):
         env = user_env(api_url, home, {"ALBERT_STORAGE_ROOT": storage_root})
         log(f"server    {api_url}   (prefect server start; PREFECT_API_URL={api_url})")

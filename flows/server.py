@@ -256,3 +256,29 @@ def local_server(
             stop_process_group(proc)
         if own_home:
             shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def using_api(api_url: str) -> Iterator[str]:
+    """Point this process's Prefect client at `api_url` while the block runs, then let go of it.
+
+    Prefect keeps per-process services (concurrency-slot acquisition, one per set of tags; the log and
+    event shippers), each holding the client of the API it first talked to. A process that moves on to
+    another API (the server it used stopped: a test's own server, the rehearsal's CLI check) would
+    otherwise reach the old address through them: `ConcurrencySlotAcquisitionError ... All connection
+    attempts failed` on the next tagged task. On exit they are drained (logs and events still queued
+    are sent first) and stopped; the next use starts them afresh on the API then set."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        try:
+            yield api_url
+        finally:
+            release_api_services()
+
+
+def release_api_services(timeout: float = 30) -> None:
+    """Drain and stop Prefect's per-process client services (see `using_api`)."""
+    from prefect._internal.concurrency.services import _QueueServiceBase
+
+    _QueueServiceBase.drain_all(timeout=timeout, at_exit=False)

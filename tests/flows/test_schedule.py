@@ -5,7 +5,8 @@ this test, must reach Completed and leave its marker file.
 
 The session fixture of tests/flows/conftest.py points PREFECT_API_URL at Prefect's test harness, whose
 server runs no scheduler (flows/server.py says why); these tests use their own server instead, through
-temporary_settings in this process and an explicit environment for the serving subprocess.
+flows.server.using_api in this process (which lets go of it afterwards) and an explicit environment for
+the serving subprocess.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def test_the_pinned_sqlalchemy_lets_the_scheduler_insert_runs():
 
 
 def test_interval_schedule_fires_and_the_scheduled_run_completes(tmp_path):
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from flows.server import using_api
 
     workdir = str(tmp_path)
     marker_dir = os.path.join(workdir, "markers")
@@ -156,7 +157,7 @@ def test_interval_schedule_fires_and_the_scheduled_run_completes(tmp_path):
         local_server(
             home=os.path.join(workdir, "server"), scheduler_loop_seconds=1, log_path=server_log
         ) as url,
-        temporary_settings({PREFECT_API_URL: url}),
+        using_api(url),
         serving(url, marker_dir, workdir) as serve_proc,
     ):
         deployment, run = wait_for_scheduled_completion(serve_proc, workdir, server_log)

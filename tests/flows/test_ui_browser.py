@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from flows.server import free_port, local_server
+from flows.server import free_port, local_server, using_api
 from flows.ui import ui_env
 from tests.cdp import Browser, chromium_path
 from tests.flows.conftest import TINY
@@ -57,8 +57,6 @@ def ui(tmp_path_factory, sample_text):
     """(UI base URL, API URL, the chain's result): a server with its UI, a tiny chain run on it, the
     deployments registered."""
     chromium_path()  # skip before the work where there is no browser
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
     from flows.cli import main as albert
     from flows.repretrain import repretrain
     from promotion.registry import Registry
@@ -66,7 +64,7 @@ def ui(tmp_path_factory, sample_text):
     home, port = tmp_path_factory.mktemp("ui-home"), free_port()
     api = f"http://127.0.0.1:{port}/api"
     with local_server(home=str(home), port=port, env=ui_env(api)):
-        with temporary_settings({PREFECT_API_URL: api}):
+        with using_api(api):  # and let go of it after: this worker's later tests use another server
             root = str(tmp_path_factory.mktemp("factory"))
             first = repretrain(sources=[f"text:{sample_text}"], storage_root=root, **TINY, **FINETUNE)
             # Four training steps never beat the unigram baseline, so the gate rejects the candidate
