@@ -38,7 +38,7 @@ demo: setup
 rehearse: setup
 	$(VENV)/bin/albert rehearse
 
-# The fast suite runs in one more pytest-xdist worker than there are cores (JOBS=1: in one process):
+# The fast suite runs in one more pytest-xdist worker than there are cores (JOBS=N: N workers):
 # many of its tests spend seconds waiting on a server, a subprocess or a signal, and the extra worker
 # fills the core they leave idle (on 2 cores, 3 workers took it from about 10 to 8.6 minutes). The slow
 # tier's tests start process trees of their own (torchrun ranks, Beam workers, servers, a browser), so
