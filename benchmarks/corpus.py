@@ -31,32 +31,23 @@ import time
 import numpy as np
 
 from benchmarks.report import add_json_argument, report, write_json
+from benchmarks.sample_text import cleaned_shingles, edit_text, sample_records
 from pipelines.corpus import clean, minhash
 from pipelines.corpus.options import CorpusOptions
 from pipelines.corpus.text_cleaning import ChineseConverter
 
 PLANTED = "planted.json"  # the planted copies, news2016zh lines: their ids are news2016zh:planted.json:ID
 DEFAULT_EDIT_RATES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3)
-# Replacement characters for edits: frequent characters, so edits look like real text.
-_POOL = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处理府研质"
 
 
 # --- throughput -------------------------------------------------------------------------------------------
-
-
-def _sample_records(limit: int | None = None) -> list[dict]:
-    from pipelines.corpus.sources import read_peoples_daily
-
-    # every article, the NER task's dev and test ones too: the figures are of the stage on the whole sample
-    records = list(read_peoples_daily({"kind": "peoples-daily", "path": ""}, hold_out_ner_eval=False))
-    return records[:limit] if limit else records
 
 
 def single_core_throughput(limit: int | None = None, opts: CorpusOptions | None = None) -> dict:
     """Per-record cost of each step in one process (no Beam): documents/s and characters/s."""
     opts = opts or CorpusOptions()
     t0 = time.perf_counter()
-    records = _sample_records(limit)
+    records = sample_records(limit)
     t_read = time.perf_counter() - t0
     chars = sum(len(r["text"]) for r in records)
     convert = ChineseConverter(opts.cleaning.opencc)
@@ -102,14 +93,14 @@ def pipeline_throughput(workers: int | None = None, out_dir: str | None = None) 
     from pipelines.corpus.stage import run_corpus
 
     workers = workers or os.cpu_count() or 1
-    chars = sum(len(r["text"]) for r in _sample_records())
+    chars = sum(len(r["text"]) for r in sample_records())
     out = out_dir or tempfile.mkdtemp(prefix="corpus-bench-")
     os.makedirs(out, exist_ok=True)
     flags = ["--direct_running_mode", "multi_processing", "--direct_num_workers", str(workers)]
     tiny = os.path.join(out, "sample-head.txt")
     with open(sample_path(), encoding="utf-8") as src, open(tiny, "w", encoding="utf-8") as dst:
         dst.writelines(line for _, line in zip(range(60), src))
-    whole = CorpusOptions().replace(hold_out_ner_eval=False)  # every article, as _sample_records
+    whole = CorpusOptions().replace(hold_out_ner_eval=False)  # every article, as sample_records
     t0 = time.perf_counter()
     run_corpus(
         [f"peoples-daily:{tiny}"], os.path.join(out, "fixed-cost"), whole, force=True, extra_beam_flags=flags
@@ -139,21 +130,6 @@ def pipeline_throughput(workers: int | None = None, out_dir: str | None = None) 
 
 
 # --- planted near-duplicates ------------------------------------------------------------------------------
-
-
-def edit_text(text: str, rate: float, rng: random.Random) -> str:
-    """Character edits at `rate` (substitute 50%, insert 25%, delete 25%) outside line breaks."""
-    chars = list(text)
-    positions = [i for i, c in enumerate(chars) if c != "\n"]
-    for i in sorted(rng.sample(positions, int(round(len(positions) * rate))), reverse=True):
-        op = rng.random()
-        if op < 0.5:
-            chars[i] = rng.choice(_POOL)
-        elif op < 0.75:
-            chars.insert(i, rng.choice(_POOL))
-        else:
-            del chars[i]
-    return "".join(chars)
 
 
 def plant_duplicates(records: list[dict], originals: int, rates, seed: int) -> tuple[list[dict], dict]:
@@ -191,18 +167,6 @@ def _as_raw_records(copies: list[dict]) -> list[dict]:
         }
         for c in copies
     ]
-
-
-def _cleaned_shingles(records: list[dict], opts: CorpusOptions) -> dict[str, np.ndarray]:
-    convert = ChineseConverter(opts.cleaning.opencc)
-    out = {}
-    for r in records:
-        verdict, doc, _ = clean.clean_record(r, opts, convert)
-        if verdict == "doc":
-            out[r["id"]] = minhash.shingles(
-                "\n".join(doc["lines"]), opts.dedup.shingle_chars, opts.dedup.shingle_words
-            )
-    return out
 
 
 def score_merges(merges: dict[str, str], groups: dict, shingles: dict[str, np.ndarray]) -> dict:
@@ -247,8 +211,8 @@ def dedup_quality(
     """Plant near-duplicates, run the real pipeline over sample + copies, score what it merged."""
     from pipelines.corpus.stage import run_corpus
 
-    opts = CorpusOptions().replace(hold_out_ner_eval=False)  # every article, as _sample_records
-    records = _sample_records()
+    opts = CorpusOptions().replace(hold_out_ner_eval=False)  # every article, as sample_records
+    records = sample_records()
     copies, groups = plant_duplicates(records, originals, rates, seed)
     out = out_dir or tempfile.mkdtemp(prefix="corpus-bench-")
     os.makedirs(out, exist_ok=True)
@@ -274,7 +238,7 @@ def dedup_quality(
                     if r["reason"] in ("near_duplicate", "exact_duplicate"):
                         merges[r["id"]] = r["detail"].rsplit(" of ", 1)[1]
     copy_records = _as_raw_records(copies)
-    shingles = _cleaned_shingles(records + copy_records, opts)
+    shingles = cleaned_shingles(records + copy_records, opts)
     result = score_merges(merges, groups, shingles)
     result.update({"originals": len(groups), "copies": len(copies), "edit_rates": list(rates)})
     result["options"] = {
@@ -322,7 +286,7 @@ def sweep(originals: int = 200, seed: int = 0, configs=None) -> list[dict]:
         (5, 20, 5, 0.8),
         (7, 20, 5, 0.7),
     ]
-    records = _sample_records()
+    records = sample_records()
     copies, groups = plant_duplicates(records, originals, DEFAULT_EDIT_RATES, seed)
     copy_records = _as_raw_records(copies)
     rows = []
@@ -330,7 +294,7 @@ def sweep(originals: int = 200, seed: int = 0, configs=None) -> list[dict]:
         opts = CorpusOptions().replace(
             shingle_chars=k, minhash_bands=bands, minhash_rows=r, near_dup_threshold=threshold
         )
-        shingles = _cleaned_shingles(records + copy_records, opts)
+        shingles = cleaned_shingles(records + copy_records, opts)
         t0 = time.perf_counter()
         sigs = {
             i: minhash.signature(s, opts.dedup.num_perm, opts.dedup.minhash_seed) for i, s in shingles.items()
@@ -375,7 +339,7 @@ def run_corpus_bench(
             "dedup": dedup_quality(originals, seed=seed, workers=workers, out_dir=tmp),
         }
     if curation_copies:
-        from benchmarks import curation  # it builds on benchmarks.scale_corpus, which imports this module
+        from benchmarks import curation  # the curation figures: a few Beam runs of their own
 
         result["curation"] = curation.curation_cost(
             curation_copies, workers or os.cpu_count() or 1, repeats=curation_repeats

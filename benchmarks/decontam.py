@@ -43,10 +43,10 @@ LONG = 40  # word characters: the examples every n of the sweep can find with 1 
 
 def cleaned_articles(opts: CorpusOptions, convert: ChineseConverter) -> list[tuple[str, list[str]]]:
     """(article id, cleaned lines) of every sample article the corpus stage's filters keep."""
-    from benchmarks.corpus import _sample_records
+    from benchmarks.sample_text import sample_records
 
     out = []
-    for record in _sample_records():
+    for record in sample_records():
         verdict, doc, _ = clean.clean_record(record, opts, convert)
         if verdict == "doc":
             out.append((record["where"], doc["lines"]))

@@ -204,11 +204,11 @@ def rule_thresholds(
 
 def sample_documents() -> list[list[str]]:
     """The sample's documents as clean_record hands them to language identification."""
-    from benchmarks.corpus import _sample_records
+    from benchmarks.sample_text import sample_records
     from pipelines.corpus import filters
 
     docs = []
-    for record in _sample_records():
+    for record in sample_records():
         lines = [line for line in normalize(record["text"]).split("\n") if line]
         docs.append(filters.remove_boilerplate_lines(lines)[0])
     return docs

@@ -440,14 +440,14 @@ def ablations(items: list[Planted]) -> dict:
 
 def sample_documents() -> list[list[str]]:
     """The sample's documents as the corpus stage has them when it scrubs: cleaned lines."""
-    from benchmarks.corpus import _sample_records
+    from benchmarks.sample_text import sample_records
     from pipelines.corpus import clean
     from pipelines.corpus.options import CorpusOptions
     from pipelines.corpus.text_cleaning import ChineseConverter
 
     # the stage's cleaning before the scrub: no scrub, and no language or evaluation-set rule
     opts, convert = CorpusOptions().replace(pii="keep", languages="off"), ChineseConverter("t2s")
-    cleaned = (clean.clean_record(r, opts, convert) for r in _sample_records())
+    cleaned = (clean.clean_record(r, opts, convert) for r in sample_records())
     return [doc["lines"] for verdict, doc, _ in cleaned if verdict == "doc"]
 
 

@@ -38,8 +38,6 @@ import resource
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from benchmarks.report import add_json_argument, module_main, write_json
 from core.errors import UserError
 from model.text_baselines import float_list
@@ -257,25 +255,6 @@ def build_task(cfg: ValueConfig, name: str, labels: int, spm: str, head: str = "
     return ClassificationTask(name, examples, Encoder(spm, cfg.max_seq_length), BaselineConfig())
 
 
-def run_to_json(run) -> dict:
-    """A model.finetune_tasks.ModelRun as JSON (its per-example arrays as lists with their dtype)."""
-    scores = {
-        split: {key: {"dtype": str(a.dtype), "values": a.tolist()} for key, a in arrays.items()}
-        for split, arrays in run.scores.items()
-    }
-    return {"seed": run.seed, "training": run.training, "scores": scores, "metrics": run.metrics}
-
-
-def run_from_json(data: dict):
-    from model.finetune_tasks import ModelRun
-
-    scores = {
-        split: {key: np.array(a["values"], dtype=a["dtype"]) for key, a in arrays.items()}
-        for split, arrays in data["scores"].items()
-    }
-    return ModelRun(data["seed"], data["training"], scores, data["metrics"])
-
-
 def cached(file: str, compute, to_json, from_json, report_only: bool = False):
     """`compute()` once: its result kept as JSON in `file` (written whole at the end), read back on a
     rerun. `report_only`: None instead of computing a result not kept yet."""
@@ -304,8 +283,9 @@ def units_folder(cfg: ValueConfig) -> str:
 
 def tuned_unit(cfg: ValueConfig, task, model, pretrained: bool, key: str):
     """One neural model fine-tuned by the shared recipe on one task and label size (cached)."""
-    from model.finetune import Tuned, runs_of_tuning, tune
+    from model.finetune import runs_of_tuning, tune
     from model.finetune_progress import FinetuneProgress
+    from model.finetune_reuse import tuned_from_json, tuned_to_json
 
     ft = finetune_config(cfg)
     seeds = [ft.seed + i for i in range(cfg.seeds)]
@@ -315,21 +295,8 @@ def tuned_unit(cfg: ValueConfig, task, model, pretrained: bool, key: str):
         progress = FinetuneProgress(label, [ft.planned_steps(task.train_items)] * runs_of_tuning(ft, seeds))
         return tune(task, model, ft, pretrained, seeds, progress)
 
-    def to_json(tuned: Tuned) -> dict:
-        return {
-            "grid": tuned.grid, "chosen": tuned.chosen,
-            "search": [run_to_json(run) for run in tuned.search],
-            "runs": [run_to_json(run) for run in tuned.runs[1:]],  # runs[0] is search[chosen]
-        }  # fmt: skip
-
-    def from_json(data: dict) -> Tuned:
-        search = [run_from_json(run) for run in data["search"]]
-        grid = [tuple(setting) for setting in data["grid"]]
-        others = [run_from_json(run) for run in data["runs"]]
-        return Tuned(grid, search, data["chosen"], [search[data["chosen"]], *others])
-
     unit = os.path.join(units_folder(cfg), f"{task.name}-{task.sizes['train']}-{key}.json")
-    return cached(unit, compute, to_json, from_json, cfg.report_only)
+    return cached(unit, compute, tuned_to_json, tuned_from_json, cfg.report_only)
 
 
 def probe_unit(cfg: ValueConfig, task, models: dict, runs: list[dict]) -> dict | None:
@@ -355,6 +322,8 @@ def probe_unit(cfg: ValueConfig, task, models: dict, runs: list[dict]) -> dict |
 
 def baselines_unit(cfg: ValueConfig, task) -> list:
     """The task's baselines without pretraining, fitted on train and chosen on dev (cached)."""
+    from model.finetune_reuse import run_from_json, run_to_json
+
     unit = os.path.join(units_folder(cfg), f"{task.name}-{task.sizes['train']}-baselines.json")
     return cached(
         unit,

@@ -18,7 +18,7 @@ page by page). Ids are unique across copies and tell the copy (`copy_of`): news 
 `scale-<copy>-<article>`, page id `copy * stride + 2 * article + 1`.
 
 Planted near-duplicates: per copy, `near_dup_rate` x articles of its articles of at least
-`PLANT_MIN_CHARS` characters get an edited copy (`benchmarks.corpus.edit_text`, a rate drawn in
+`PLANT_MIN_CHARS` characters get an edited copy (`benchmarks.sample_text.edit_text`, a rate drawn in
 `EDIT_RATES`, where the character-shingle Jaccard stays above 0.8), written right after the original,
 in the same output, with its own id. `truth.json` holds the pairs as the corpus stage names documents
 (`news2016zh:news2016zh.json:<news_id>`, `zhwiki:<dump file name>:<page id>`) and the counts; `near_dup_scores` scores a finished
@@ -39,7 +39,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from benchmarks.corpus import _cleaned_shingles, _sample_records, edit_text
+from benchmarks.sample_text import cleaned_shingles, edit_text, sample_records
 from core.errors import UserError
 from pipelines.corpus import minhash
 from pipelines.corpus.dumps import MultistreamWriter, article_wikitext, news2016zh_line, page_xml
@@ -123,7 +123,7 @@ def copy_table(bands: list[list[str]], seed: int, copy: int) -> dict[int, int]:
 
 def sample_articles(articles: int | None = None) -> list[tuple[str, list[str]]]:
     """(title, sentences) of the sample's first `articles` articles (all when None)."""
-    return [(r["title"], r["text"].split("\n")) for r in _sample_records(articles)]
+    return [(r["title"], r["text"].split("\n")) for r in sample_records(articles)]
 
 
 def copy_articles(sample, table: dict[int, int]) -> list[tuple[str, list[str]]]:
@@ -270,7 +270,7 @@ def _shingles_of(ids: set[str], truth_dir: str, files: dict, opts: CorpusOptions
     found = {}
     for item in plan_sources(specs):
         records = [r for r in read_work(item, opts) if r.get("id") in ids]
-        found.update(_cleaned_shingles(records, opts))
+        found.update(cleaned_shingles(records, opts))
     return found
 
 

@@ -7,7 +7,9 @@ lift, and the gate holds the candidate to it (promotion/gate_downstream.py). The
 candidate's comparison is also a markdown artifact per task, `finetune-<task>`. For the gate, the
 candidate and the production model are fine-tuned on the same task split with the same seeds; the
 task run of one checkpoint is cached by Prefect (INPUTS + TASK_SOURCE: weights hash, task, options),
-because it is deterministic and costs minutes.
+because it is deterministic and costs minutes. The from-scratch model's tuning does not depend on the
+weights: it is kept under `<storage_root>/finetune/scratch/` and reused by every later candidate with
+the same vocabulary, split and recipe (model/finetune_reuse.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from flows.stage import stage_dir
 from flows.stage_options import stage_options
 from promotion import units
 from promotion.degenerate import downstream_degenerate
+
+SCRATCH_FOLDER = "scratch"
+"""`<storage_root>/finetune/scratch/`: the kept tunings of the from-scratch model, one file per task and
+key (model/finetune_reuse.py), beside the stage folders of the fine-tuning reports."""
 
 SEARCHED = ("pretrained", "scratch", "scratch_same_recipe")
 """The neural models of a fine-tuning report, each with the learning rate and warm-up it ran at."""
@@ -49,16 +55,23 @@ def run_finetune(opts: FinetuneOptions) -> dict:
     persist_result=True,
 )
 def finetune_checkpoint(
-    checkpoint: str, weights_sha256: str, task_name: str, out_json: str, extra_args: list[str]
+    checkpoint: str,
+    weights_sha256: str,
+    task_name: str,
+    out_json: str,
+    extra_args: list[str],
+    scratch_cache: str | None = None,
 ) -> dict:
-    """`albert finetune` in this process, extra_args over the flow's options; returns its JSON report."""
+    """`albert finetune` in this process, extra_args over the flow's options; returns its JSON report.
+    `scratch_cache`: where the from-scratch model's tuning is kept and reused (model/finetune_reuse.py)."""
     from model.finetune import FinetuneOptions
 
-    run_finetune(
-        stage_options(
-            "finetune", FinetuneOptions, extra_args, checkpoint=checkpoint, task=task_name, out=out_json
-        )
+    options = stage_options(
+        "finetune", FinetuneOptions, extra_args, checkpoint=checkpoint, task=task_name, out=out_json
     )
+    if scratch_cache and not options.scratch_cache:  # extra_args may name another folder
+        options.scratch_cache = scratch_cache
+    run_finetune(options)
     return storage.read_json(out_json)
 
 
@@ -66,7 +79,10 @@ def _run(checkpoint: str, task_name: str, storage_root: str, extra_args: list[st
     weights = storage.sha256(storage.join(checkpoint, "model.safetensors"))
     key = stage_key("finetune", weights=weights, task=task_name, args=list(extra_args))
     out = storage.join(stage_dir(storage_root, "finetune", key), "report.json")
-    return finetune_checkpoint(checkpoint, weights, task_name, out, list(extra_args))
+    # The scratch model depends on the vocabulary and the recipe, not on the weights: every candidate
+    # that keeps production's vocabulary (each run after the first) reuses the one tuned before it.
+    scratch = storage.join(storage.absolute(storage_root), "finetune", SCRATCH_FOLDER)
+    return finetune_checkpoint(checkpoint, weights, task_name, out, list(extra_args), scratch)
 
 
 def downstream_task(

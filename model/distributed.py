@@ -76,7 +76,7 @@ def share_cores(d: Dist) -> None:
     cores ran 4 threads, at a fifth to a tenth of the speed). Cap each rank at cores // ranks on its host."""
     import socket
 
-    from model.launch import node_cores
+    from model.cores import node_cores
 
     hosts = all_gather_objects(socket.gethostname(), d)
     here = hosts.count(hosts[d.rank])

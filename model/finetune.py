@@ -34,7 +34,7 @@ from core.examples import Example, read_examples
 from model.finetune_data import CLASSIFICATION_TASKS, Encoder, check_review_sizes
 from model.finetune_progress import FinetuneProgress
 from model.finetune_report import build_report, format_report
-from model.finetune_tasks import ClassificationTask, ModelRun, NerTask
+from model.finetune_tasks import ClassificationTask, ModelRun, NerTask, Tuned
 from model.finetune_train import SEEDS_ON_CPU, SEEDS_ON_GPU, FinetuneConfig
 from model.ner_baselines import NerBaselineConfig
 from model.ner_data import TASK as NER_TASK
@@ -88,6 +88,11 @@ class FinetuneOptions:
         "peoples-daily-ner: the output layer, a label per character from a linear layer, or a "
         "linear-chain CRF over them (Viterbi decoding)",
         choices=NER_HEADS,
+    )
+    scratch_cache: str | None = opt(
+        None,
+        "keep the from-scratch model's tuning in this folder and reuse it when the task split, recipe, "
+        "architecture, vocabulary and code are the same (it does not depend on the pretrained weights)",
     )
     train_size: int | None = opt(None, "--task: training subset (default: the task's, TASK_SIZES; 0 = all)")
     dev_size: int | None = opt(None, "--task: dev examples (default: the task's; 0 = all, peoples-daily-ner)")
@@ -169,8 +174,9 @@ def run_finetune(opts: FinetuneOptions) -> dict:
             test = read_examples(opts.test) if opts.test else None
         task = opts.task or storage.basename(opts.train)
         report = finetune_checkpoint(
-            checkpoint, train, dev, test, opts.training, task, log, opts.baselines, opts.save_model
-        )
+            checkpoint, train, dev, test, opts.training, task, log, opts.baselines, opts.save_model,
+            opts.scratch_cache,
+        )  # fmt: skip
     print(format_report(report))
     if opts.out:
         write_report(opts.out, report)
@@ -192,6 +198,7 @@ def finetune_checkpoint(
     log=print,
     baselines: BaselineConfig | None = None,
     save_model: str | None = None,
+    scratch_cache: str | None = None,
 ) -> dict:
     """Sentence classification: the pretrained model next to its baselines on the same split (module
     docstring). Returns the report."""
@@ -201,7 +208,7 @@ def finetune_checkpoint(
     examples = {"train": train, "dev": dev, **({"test": test} if test else {})}
     encoder = Encoder(model.spm_path, cfg.max_seq_length)
     runner = ClassificationTask(task, examples, encoder, baselines or BaselineConfig())
-    report = compare(runner, model, cfg, log, save_model)
+    report = compare(runner, model, cfg, log, save_model, scratch_cache)
     report["baselines_config"] = (baselines or BaselineConfig()).__dict__
     return report
 
@@ -232,7 +239,7 @@ def finetune_ner(checkpoint: str, opts: FinetuneOptions, log=print) -> dict:
     examples = ner_splits(sizes["train"] or None, sizes["dev"] or None, sizes["test"] or None)
     encoder = NerEncoder(model.spm_path, opts.training.max_seq_length)
     runner = NerTask(NER_TASK, examples, encoder, opts.ner_baselines, opts.ner_head)
-    report = compare(runner, model, opts.training, log, opts.save_model)
+    report = compare(runner, model, opts.training, log, opts.save_model, opts.scratch_cache)
     report["baselines_config"] = opts.ner_baselines.__dict__
     return report
 
@@ -276,21 +283,6 @@ def resolve_seeds(cfg: FinetuneConfig, device) -> list[int]:
     and SEEDS_ON_CPU elsewhere."""
     count = cfg.seeds or (SEEDS_ON_GPU if getattr(device, "type", str(device)) == "cuda" else SEEDS_ON_CPU)
     return [cfg.seed + i for i in range(count)]
-
-
-@dataclass
-class Tuned:
-    """One neural model fine-tuned by the recipe (`tune`): every setting of the grid on the first seed,
-    the setting chosen on dev, then the other seeds at that setting."""
-
-    grid: list[tuple[float, float]]
-    search: list[ModelRun]  # per setting of the grid, the first seed
-    chosen: int  # index into grid
-    runs: list[ModelRun]  # per seed at the chosen setting; runs[0] is search[chosen]
-
-    @property
-    def setting(self) -> tuple[float, float]:
-        return self.grid[self.chosen]
 
 
 def runs_of_tuning(cfg: FinetuneConfig, seeds: list[int]) -> int:
@@ -338,23 +330,39 @@ def tune(
 
 
 def compare(
-    task, model: PretrainedModel, cfg: FinetuneConfig, log=print, save_model: str | None = None
+    task,
+    model: PretrainedModel,
+    cfg: FinetuneConfig,
+    log=print,
+    save_model: str | None = None,
+    scratch_cache: str | None = None,
 ) -> dict:
     """The pretrained model and the same architecture from scratch, each fine-tuned by the same recipe
     (`tune`: the same search, epochs and early stopping); the scratch run at the pretrained model's
     chosen setting is also reported alone (scratch_same_recipe). Then fit the baselines and build the
     report. `save_model`: a claimed folder where the pretrained model of the first seed at its chosen
-    setting is saved (with its labels)."""
+    setting is saved (with its labels). `scratch_cache`: a folder where the scratch model's tuning is
+    kept and read back for the same inputs (model/finetune_reuse.py)."""
     from model.convert import save_pretrained
+    from model.finetune_reuse import load_scratch, save_scratch, scratch_file, scratch_inputs
 
     seeds = resolve_seeds(cfg, model.device)
     planned = cfg.planned_steps(task.train_items)
-    progress = FinetuneProgress(task.name, [planned] * (2 * runs_of_tuning(cfg, seeds)), log)
+    inputs = scratch_inputs(task, model, cfg, seeds) if scratch_cache else None
+    kept = load_scratch(scratch_cache, inputs, log) if scratch_cache else None
+    models = 1 if kept else 2
+    progress = FinetuneProgress(task.name, [planned] * (models * runs_of_tuning(cfg, seeds)), log)
     networks: dict | None = {} if save_model else None
-    tuned = {
-        "pretrained": tune(task, model, cfg, True, seeds, progress, log, networks),
-        "scratch": tune(task, model, cfg, False, seeds, progress, log),
-    }
+    tuned = {"pretrained": tune(task, model, cfg, True, seeds, progress, log, networks)}
+    if kept:
+        tuned["scratch"] = kept
+        log(f"[{task.name}] scratch: reused the tuning kept at {scratch_file(scratch_cache, inputs)} "
+            "(the same split, recipe, architecture, vocabulary, seeds and code)")  # fmt: skip
+    else:
+        tuned["scratch"] = tune(task, model, cfg, False, seeds, progress, log)
+        if scratch_cache:
+            kept_at = save_scratch(scratch_cache, inputs, tuned["scratch"])
+            log(f"[{task.name}] scratch: tuning kept at {kept_at}")
     if save_model:
         save_pretrained(networks[tuned["pretrained"].setting], save_model, model.spm_path, labels=task.labels)
         log(f"saved the fine-tuned model (seed {seeds[0]}, its chosen setting) to {save_model}")
@@ -363,6 +371,8 @@ def compare(
     log(f"[{task.name}] baselines fitted in {time.time() - started:.0f} s | {progress.times()}")
     report = tuned_report(task, tuned, baselines, seeds, cfg)
     report["checkpoint"] = model.checkpoint
+    if scratch_cache:
+        report["scratch_cache"] = {"path": scratch_file(scratch_cache, inputs), "reused": kept is not None}
     progress.finish()
     return report
 

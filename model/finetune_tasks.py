@@ -56,6 +56,21 @@ class ModelRun:
     """split -> readable metrics of this run (accuracy, macro-F1, ...; entity F1, precision, recall)."""
 
 
+@dataclass
+class Tuned:
+    """One neural model fine-tuned by the recipe (model.finetune.tune): every setting of the grid on the first seed,
+    the setting chosen on dev, then the other seeds at that setting."""
+
+    grid: list[tuple[float, float]]
+    search: list[ModelRun]  # per setting of the grid, the first seed
+    chosen: int  # index into grid
+    runs: list[ModelRun]  # per seed at the chosen setting; runs[0] is search[chosen]
+
+    @property
+    def setting(self) -> tuple[float, float]:
+        return self.grid[self.chosen]
+
+
 class ClassificationTask:
     """Sentences or sentence pairs with one label each; accuracy, right or wrong per example."""
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from core import config_cli
 from core.config_cli import opt
 from core.errors import UserError
+from model.cores import node_cores
 
 RDZV_ENV = "ALBERT_RDZV_ENDPOINT"
 COMMANDS = ("pretrain",)  # what runs on every rank: `albert COMMAND ...`
@@ -60,13 +61,6 @@ class NodesConfig:
 
     def endpoint(self) -> str | None:
         return self.rdzv_endpoint or os.environ.get(RDZV_ENV) or None
-
-
-def node_cores() -> int:
-    """The cores this process may run on (its CPU affinity: a container's or taskset's share)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def thread_env(nproc_per_node: int, environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -3,7 +3,7 @@
 
 The score of a tag sequence y over a paragraph's characters:
     sum_t emission[t, y_t] + sum_{t>0} transition[y_{t-1}, y_t] + start[y_0] + end[y_last],
-with emission = X table + bias over the window features of model/ner_baselines.py (WindowSum). Training
+with emission = X table + bias over the window features of model/ner_baselines.py (model/ner_windows.py). Training
 minimises the negative log-likelihood per character, (log Z - gold score) / characters, + (l2/2)|table|^2,
 with log Z from the forward algorithm; decoding is Viterbi. Both run on all the paragraphs of a split at
 once: the paragraphs sorted by length (longest first), so that at step t the paragraphs still running
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from model.linear_chain import Chains, gold_score, log_partition, viterbi
-from model.ner_baselines import WindowFeatures, WindowModel, WindowSum
+from model.ner_windows import WindowFeatures, WindowModel, WindowSum
 from model.text_baselines import minimize_lbfgs
 
 __all__ = ["Chains", "CrfModel", "fit_crf", "gold_score", "log_partition", "predict_crf", "viterbi"]

@@ -124,3 +124,120 @@ def test_no_benchmark_code_in_the_product():
 def test_flows_import_modules_by_name_only_in_the_cli_and_the_deployment_loader():
     users = [p for p in _tracked("flows") if any(n.split(".")[0] == "importlib" for n in _imports(p))]
     assert users == ["flows/cli.py", "flows/deploy.py"]
+
+
+# --- import circles -----------------------------------------------------------------------------------
+
+
+def _module(path: str) -> str:
+    """model/finetune.py -> model.finetune; pipelines/corpus/__init__.py -> pipelines.corpus."""
+    name = path[: -len(".py")].replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """{module: the modules of `sources` it imports}, from {path: source}: every import in the file, at
+    module level or inside a function (a lazy import closes a circle as surely, only later), but not
+    those under `if TYPE_CHECKING:`, which never run. `from pkg import name` is the module pkg.name
+    when there is one, else pkg."""
+    modules = {_module(path): path for path in sources}
+
+    def ours(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for module, path in modules.items():
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        edges: set[str] = set()
+        stack = [ast.parse(sources[path], path)]
+        while stack:
+            for node in ast.iter_child_nodes(stack.pop()):
+                if _type_checking(node):
+                    stack.extend(node.orelse)
+                    continue
+                if isinstance(node, ast.Import):
+                    edges |= {ours(a.name) for a in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    base = package
+                    for _ in range(max(0, node.level - 1)):
+                        base = base.rpartition(".")[0]
+                    full = node.module if not node.level else ".".join(filter(None, (base, node.module)))
+                    for alias in node.names:
+                        sub = f"{full}.{alias.name}"
+                        edges.add(sub if sub in modules else ours(full))
+                stack.append(node)
+        graph[module] = edges - {None, module}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            child = next(edges, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle_in_the_product_or_the_benchmarks():
+    files = _tracked(*PRODUCT, "benchmarks")
+    graph = import_graph({p: open(os.path.join(ROOT, p), encoding="utf-8").read() for p in files})
+    assert sum(map(len, graph.values())) > 500  # the walk sees the imports
+    assert import_circles(graph) == []
+
+
+def test_a_circle_is_found_lazy_or_not_and_a_type_checking_import_is_none():
+    sources = {
+        "a/__init__.py": "",
+        "a/x.py": "from a import y\n",
+        "a/y.py": "def f():\n    from a.z import g\n",
+        "a/z.py": "from a.x import h\nfrom typing import TYPE_CHECKING\n",
+        "a/w.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from a.v import V\n",
+        "a/v.py": "from . import w\n",
+    }
+    graph = import_graph(sources)
+    assert graph["a.x"] == {"a.y"} and graph["a.v"] == {"a.w"} and graph["a.w"] == set()
+    assert import_circles(graph) == [["a.x", "a.y", "a.z"]]

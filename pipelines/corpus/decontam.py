@@ -37,14 +37,16 @@ import xxhash
 from core.errors import UserError
 from pipelines.corpus.eval_sets import EvalSet
 from pipelines.corpus.filters import word_chars
+from pipelines.corpus.options import DECONTAMINATE_MIN_CHARS
 from pipelines.sentences import split_sentences
 
 REASON = "eval_contamination"
 """The drop reason (document mode) and the line rule (sentence mode)."""
 MODES = ("document", "sentence")
 DEFAULT_NGRAM = 20
-MIN_CHARS = 8
-"""Word characters an evaluation text needs to be matched as a whole line (docs/decontamination.md)."""
+MIN_CHARS = DECONTAMINATE_MIN_CHARS
+"""Word characters an evaluation text needs to be matched as a whole line (docs/decontamination.md);
+defined with the options, which check --decontaminate-ngram against it."""
 
 PROBE_STRIDE = 5
 """Every shared n-gram holds an (n - 4)-gram that starts at a multiple of 5 in the document: those

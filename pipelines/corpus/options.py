@@ -19,6 +19,9 @@ from pipelines.corpus.langid import parse_languages as language_codes
 OPENCC_CONFIGS = ("t2s", "tw2sp", "hk2s", "off")
 PII_MODES = ("redact", "drop", "keep")
 DECONTAMINATE_MODES = ("document", "sentence")
+DECONTAMINATE_MIN_CHARS = 8
+"""Word characters an evaluation text needs to be matched as a whole line (pipelines/corpus/decontam.py's
+MIN_CHARS, docs/decontamination.md): also the shortest --decontaminate-ngram."""
 
 MAX_DEAD_LETTER_FRACTION = 0.01
 """`--max-dead-letter-fraction`: past this share of the records read in the dead letter, the stage
@@ -203,11 +206,10 @@ class CurationOptions:
                 f"--decontaminate-mode must be one of {', '.join(DECONTAMINATE_MODES)}, "
                 f"not {self.decontaminate_mode!r}"
             )
-        from pipelines.corpus.decontam import MIN_CHARS  # decontam builds on these options' module
-
-        if self.decontaminate_ngram < MIN_CHARS:
+        if self.decontaminate_ngram < DECONTAMINATE_MIN_CHARS:
             raise UserError(
-                f"--decontaminate-ngram must be at least {MIN_CHARS}, not {self.decontaminate_ngram}"
+                f"--decontaminate-ngram must be at least {DECONTAMINATE_MIN_CHARS}, "
+                f"not {self.decontaminate_ngram}"
             )
 
     @cached_property

@@ -4,19 +4,20 @@ import numpy as np
 import pytest
 
 from benchmarks import corpus as bench
+from benchmarks import sample_text
 from pipelines.corpus import minhash
 from pipelines.corpus.options import CorpusOptions
 
 
 def test_edit_text_applies_the_rate_and_keeps_line_breaks():
     rng = random.Random(3)
-    text = "\n".join("".join(rng.choice(bench._POOL) for _ in range(30)) + "。" for _ in range(30))
-    edited = bench.edit_text(text, 0.1, random.Random(0))
+    text = "\n".join("".join(rng.choice(sample_text.EDIT_POOL) for _ in range(30)) + "。" for _ in range(30))
+    edited = sample_text.edit_text(text, 0.1, random.Random(0))
     assert edited.count("\n") == text.count("\n")
     assert edited != text
     a, b = minhash.shingles(text), minhash.shingles(edited)
     assert 0.2 < minhash.jaccard(a, b) < 0.9
-    assert bench.edit_text(text, 0.0, random.Random(0)) == text
+    assert sample_text.edit_text(text, 0.0, random.Random(0)) == text
 
 
 def test_plant_duplicates_groups():
@@ -65,7 +66,7 @@ def test_in_memory_dedup_finds_planted_copies(sample_docs):
         for c in copies
     ]
     opts = CorpusOptions()
-    shingles = bench._cleaned_shingles(records + copy_records, opts)
+    shingles = sample_text.cleaned_shingles(records + copy_records, opts)
     sigs = {i: minhash.signature(s, opts.dedup.num_perm) for i, s in shingles.items()}
     score = bench.score_merges(bench.dedup_in_memory(sigs, opts), groups, shingles)
     assert score["pairs_j_ge_0.8"] > 20 and score["recall_j_ge_0.8"] >= 0.95 and score["precision"] >= 0.99

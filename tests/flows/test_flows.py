@@ -501,8 +501,11 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
             {s: accuracy for s in splits},
         )
 
+    caches = []
+
     def fake_finetune(opts):  # a report of the real format, from made-up right/wrong per example
         ckpt, out = opts.checkpoint, opts.out
+        caches.append(opts.scratch_cache)
         correct = np.arange(500) < right[os.path.basename(ckpt)]
         report = build_report(
             Task, {"pretrained": [run(correct)], "scratch": [run(np.arange(500) < 300)]}, [1], "test", 0.5
@@ -529,6 +532,8 @@ def test_downstream_accuracy_of_both_models_reaches_the_gate(tmp_path, monkeypat
         )
 
     (down,) = both()
+    # Both commands keep and reuse the scratch model's tuning in one folder of the storage root.
+    assert caches == [os.path.join(str(tmp_path), "finetune", "scratch")] * 2
     assert (
         down["metric"] == "accuracy"
         and down["candidate"] == 0.70

@@ -248,6 +248,89 @@ def test_seeds_give_a_mean_with_an_interval_over_seeds_and_examples(small_checkp
     )  # determinism
 
 
+def test_the_scratch_tuning_is_kept_and_reused_by_another_checkpoint_of_the_same_vocabulary(
+    small_checkpoint, tmp_path
+):
+    """The scratch model does not depend on the pretrained weights: a second checkpoint (other weights,
+    the same config and spm.model) reads it back instead of training it, and its report is the one a
+    run without the cache gives. An unreadable kept file is named and replaced by a fresh tuning."""
+    from tests.model.train_fixtures import perturbed_copy
+
+    cache, cfg = str(tmp_path / "scratch"), quick(epochs=2, lrs=(1e-2, 1e-3))
+    data = (toy_task(64, 0), toy_task(32, 1), toy_task(48, 2))
+    first = run_finetune(small_checkpoint, *data, cfg, "toy", log=lambda m: None, scratch_cache=cache)
+    kept = first["scratch_cache"]["path"]
+    assert first["scratch_cache"]["reused"] is False and os.listdir(cache) == [os.path.basename(kept)]
+
+    other = perturbed_copy(small_checkpoint, str(tmp_path / "other"))
+    lines = []
+    second = run_finetune(other, *data, cfg, "toy", log=lines.append, scratch_cache=cache)
+    assert second["scratch_cache"] == {"path": kept, "reused": True}
+    text = "\n".join(lines)
+    assert "scratch: reused the tuning kept at" in text and "scratch (lr" not in text  # none trained
+    assert "model 2/2 pretrained" in text  # the plan counts the pretrained model's 2 runs only
+    fresh = run_finetune(other, *data, cfg, "toy", log=lambda m: None)  # no cache: trained here
+    assert second["per_example"] == fresh["per_example"] and second["differences"] == fresh["differences"]
+    assert second["lift"] == fresh["lift"] and second["search"]["scratch"] == first["search"]["scratch"]
+    assert second["models"]["scratch"]["test"] == fresh["models"]["scratch"]["test"]
+
+    other_recipe = run_finetune(other, *data, quick(epochs=1, lrs=(1e-2, 1e-3)), "toy",
+                                log=lambda m: None, scratch_cache=cache)  # fmt: skip
+    assert other_recipe["scratch_cache"]["reused"] is False and len(os.listdir(cache)) == 2
+
+    with open(kept, "w") as f:
+        f.write('{"inputs": ')  # cut short
+    lines = []
+    again = run_finetune(other, *data, cfg, "toy", log=lines.append, scratch_cache=cache)
+    assert again["scratch_cache"] == {"path": kept, "reused": False}
+    assert any(line.startswith(f"WARNING: the kept scratch tuning {kept} cannot be used") for line in lines)
+    assert again["per_example"] == fresh["per_example"] and json.load(open(kept))["inputs"]
+
+
+def test_the_scratch_key_holds_everything_the_scratch_model_depends_on_and_not_the_weights(tmp_path):
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from model.config import AlbertConfig
+    from model.finetune_reuse import scratch_file, scratch_inputs
+    from tests.model.tiny import TINY_MODEL
+
+    vocab_a, vocab_b = tmp_path / "a.model", tmp_path / "b.model"  # only their bytes count here
+    vocab_a.write_bytes(b"one vocabulary")
+    vocab_b.write_bytes(b"another vocabulary")
+
+    class Task:
+        name, labels, sizes, head = "toy", ["0", "1"], {"train": 2, "dev": 1}, None
+        examples = {"train": toy_task(2, 0), "dev": toy_task(1, 1)}
+
+    def model(vocab, **config):
+        return SimpleNamespace(
+            config=AlbertConfig(**{**TINY_MODEL, **config}),
+            spm_path=str(vocab),
+            device="cpu",
+            state="weights",
+        )
+
+    cfg, seeds = quick(), [1]
+    key = scratch_file("c", scratch_inputs(Task, model(vocab_a), cfg, seeds))
+    weights = model(vocab_a)
+    weights.state = "other weights"
+    assert scratch_file("c", scratch_inputs(Task, weights, cfg, seeds)) == key  # weights: not part of it
+    changed = {
+        "vocabulary": (Task, model(vocab_b), cfg, seeds),
+        "architecture": (Task, model(vocab_a, num_hidden_layers=3), cfg, seeds),
+        "recipe": (Task, model(vocab_a), replace(cfg, epochs=3.0), seeds),
+        "seeds": (Task, model(vocab_a), cfg, [1, 2]),
+    }
+    for what, args in changed.items():
+        assert scratch_file("c", scratch_inputs(*args)) != key, what
+
+    class OtherExamples(Task):
+        examples = {"train": toy_task(2, 5), "dev": toy_task(1, 1)}
+
+    assert scratch_file("c", scratch_inputs(OtherExamples, model(vocab_a), cfg, seeds)) != key
+
+
 def test_early_stopping_on_dev(small_checkpoint):
     cfg = quick(epochs=20, lr=0.0, eval_every=2, patience=2)
     r = run_finetune(small_checkpoint, toy_task(64, 0), toy_task(32, 1), None, cfg, "toy", log=lambda m: None)

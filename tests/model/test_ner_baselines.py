@@ -15,7 +15,6 @@ import torch
 from model.ner_baselines import (
     TEMPLATES,
     NerBaselineConfig,
-    WindowSum,
     WindowVocabulary,
     char_class,
     ner_baselines,
@@ -23,6 +22,7 @@ from model.ner_baselines import (
     tag_ids,
 )
 from model.ner_data import NerExample, entity_spans
+from model.ner_windows import WindowSum
 
 FILLER = "的了是在有和我他这那就也都要说会上下"
 NAME_CHARS = "甲乙丙丁戊己庚辛壬癸子丑寅卯辰巳午未申酉"  # the same characters for every type

@@ -8,9 +8,9 @@ import itertools
 
 import torch
 
-from model.ner_baselines import WindowModel
 from model.ner_crf import Chains, CrfModel, gold_score, log_partition, viterbi
 from model.ner_data import BIO_TAGS
+from model.ner_windows import WindowModel
 
 TAGS = 3  # brute force over 3 tags: 3^4 paths for 4 characters
 
