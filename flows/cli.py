@@ -56,7 +56,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deploy": ("flows.deploy", "register the Prefect deployments and work pools of infra/prefect.yaml"),
     "serve": ("flows.deploy", "run the local deployments with prefect serve (trigger them from the UI)"),
     "rehearse": (
-        "flows.rehearse",
+        "flows.rehearsal.rehearse",
         "the weekly production run, here: GCS emulator, Prefect server, Beam and torchrun stand-ins",
     ),
 }

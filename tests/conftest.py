@@ -57,7 +57,7 @@ def tokenizer(vocab_dir):
 def gcs():
     """A local GCS (the gcp-storage-emulator package, in memory) for the whole session;
     STORAGE_EMULATOR_HOST points at it while it runs."""
-    from flows.gcs_emulator import local_gcs
+    from flows.rehearsal.gcs_emulator import local_gcs
 
     with local_gcs() as host:
         yield host
@@ -68,7 +68,7 @@ def bucket(gcs) -> str:
     """A new, empty bucket on the local GCS: gs://NAME."""
     import uuid
 
-    from flows.gcs_emulator import create_bucket
+    from flows.rehearsal.gcs_emulator import create_bucket
 
     name = f"test-{uuid.uuid4().hex[:12]}"
     create_bucket(gcs, name)

@@ -241,3 +241,15 @@ def test_a_circle_is_found_lazy_or_not_and_a_type_checking_import_is_none():
     graph = import_graph(sources)
     assert graph["a.x"] == {"a.y"} and graph["a.v"] == {"a.w"} and graph["a.w"] == set()
     assert import_circles(graph) == [["a.x", "a.y", "a.z"]]
+
+
+def test_the_product_does_not_import_the_rehearsal_harness():
+    # flows/rehearsal/ stands in for production's services; the CLI names `albert rehearse` by its
+    # module path (a string, imported when the command runs), nothing of the product imports it.
+    files = _tracked(*PRODUCT)
+    graph = import_graph({p: open(os.path.join(ROOT, p), encoding="utf-8").read() for p in files})
+    harness = {m for m in graph if m == "flows.rehearsal" or m.startswith("flows.rehearsal.")}
+    assert {"flows.rehearsal.rehearse", "flows.rehearsal.gcs_emulator"} <= harness
+    assert any(graph[m] - harness for m in harness)  # the harness imports the product: edges are seen
+    bad = {m: sorted(graph[m] & harness) for m in graph if m not in harness and graph[m] & harness}
+    assert bad == {}

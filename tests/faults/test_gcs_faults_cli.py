@@ -51,7 +51,7 @@ def inputs_bucket(gcs) -> str:
     inputs, and so its bucket, in what it writes)."""
     import uuid
 
-    from flows.gcs_emulator import create_bucket
+    from flows.rehearsal.gcs_emulator import create_bucket
 
     name = f"faults-{uuid.uuid4().hex[:12]}"
     create_bucket(gcs, name)

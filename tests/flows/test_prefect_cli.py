@@ -1,9 +1,9 @@
-"""The Prefect CLI as its users type it, against a real `prefect server start` (flows/prefect_check.py):
+"""The Prefect CLI as its users type it, against a real `prefect server start` (flows/rehearsal/prefect_check.py):
 `albert deploy`, `prefect work-pool ls`, `prefect deployment ls`, `prefect deployment run`,
 `prefect flow-run ls`, and a real `prefect worker start --pool albert-process` that runs
 build-corpus/local to Completed (slow; `albert rehearse` runs the same check).
 
-The 422 these commands once got, and the pin that fixed it, are in flows/prefect_check.py; the first test
+The 422 these commands once got, and the pin that fixed it, are in flows/rehearsal/prefect_check.py; the first test
 names that cause if the pin moves. Run with -s to see the commands' output.
 """
 
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from flows.prefect_check import RUN_NAME, check
+from flows.rehearsal.prefect_check import RUN_NAME, check
 from tests.flows.test_deploy import EXPECTED
 
 POOLS = (
@@ -57,7 +57,7 @@ def _row(output: str, name: str) -> str:
 def test_list_commands_show_what_deploy_created_and_a_worker_runs_a_deployment_to_completed(tmp_path):
     """check() itself raises unless the scheduled run is listed Scheduled, the worker's run ended
     Completed on albert-process and its logs say that the worker it started submitted it
-    (flows/prefect_check.py: check_worker_ran_it)."""
+    (flows/rehearsal/prefect_check.py: check_worker_ran_it)."""
     result = check(str(tmp_path))
     out = result.outputs
     assert all(name in out["prefect work-pool ls"] for name in POOLS)

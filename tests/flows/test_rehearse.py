@@ -16,7 +16,7 @@ def test_the_options_are_generated_from_the_dataclass():
     import argparse
 
     from core import config_cli
-    from flows import rehearse
+    from flows.rehearsal import rehearse
 
     parser = argparse.ArgumentParser()
     rehearse.add_arguments(parser)
@@ -29,8 +29,8 @@ def test_the_options_are_generated_from_the_dataclass():
 
 
 def test_the_rehearsal_runs_the_weekly_schedule_with_valid_stand_ins():
-    from flows import rehearse
     from flows.deploy import parameter_problems
+    from flows.rehearsal import rehearse
     from flows.repretrain import repretrain
 
     production, beam_args = rehearse.weekly_parameters("gs://b/factory", "gs://b/dumps")
@@ -43,7 +43,7 @@ def test_the_rehearsal_runs_the_weekly_schedule_with_valid_stand_ins():
 
 
 def test_the_dataflow_options_are_what_the_corpus_stage_would_send():
-    from flows import rehearse
+    from flows.rehearsal import rehearse
 
     _, beam_args = rehearse.weekly_parameters("gs://b/factory", "gs://b/dumps")
     flags = rehearse.dataflow_flags(beam_args)
@@ -53,8 +53,8 @@ def test_the_dataflow_options_are_what_the_corpus_stage_would_send():
 
 
 def test_the_dumps_are_read_as_the_weekly_sources(bucket):
-    from flows import rehearse
     from flows.build_corpus import newest_sources
+    from flows.rehearsal import rehearse
     from pipelines.corpus.options import CorpusOptions
     from pipelines.corpus.sources import plan_sources, read_work, split_work
 

@@ -1,6 +1,6 @@
 """The portable path as a Flink or Spark run takes it: `albert corpus` and `albert instances` submitted
 with `--runner PortableRunner` to Beam's own job server, the worker wheel staged through its artifact
-service, the code run by SDK harness processes of an external worker pool (flows/portable.py); the
+service, the code run by SDK harness processes of an external worker pool (flows/rehearsal/portable.py); the
 outputs are byte for byte the DirectRunner's. `albert rehearse` runs the same on the whole sample."""
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ import zipfile
 import pytest
 
 from core.errors import UserError
-from flows.portable import check_worker_python, differing_files, local_portable, pool_env, python_shim
+from flows.rehearsal.portable import (
+    check_worker_python,
+    differing_files,
+    local_portable,
+    pool_env,
+    python_shim,
+)
 from flows.server import port_open
 from tests.cli import albert
 from tests.pipelines.corpus.fixtures import write_sample_head

@@ -5,7 +5,7 @@ would run it, with a local stand-in for every cloud service.
 
 | production                                   | here                                                       |
 |----------------------------------------------|------------------------------------------------------------|
-| gs://BUCKET (GCS)                            | a GCS emulator on 127.0.0.1 (flows/gcs_emulator.py)         |
+| gs://BUCKET (GCS)                            | a GCS emulator on 127.0.0.1 (flows/rehearsal/gcs_emulator.py)         |
 | zhwiki + news2016zh dumps in the bucket      | dumps in the same formats (multistream + index, JSON lines) |
 |                                              | written from the bundled sample into the emulated bucket   |
 | Prefect server, scheduler, a process worker  | a local Prefect server (flows/server.py) and `prefect.serve` |
@@ -13,7 +13,7 @@ would run it, with a local stand-in for every cloud service.
 | Dataflow (corpus and instances)              | Beam's DirectRunner, 2 worker processes; the options that  |
 |                                              | would go to Dataflow are printed                           |
 | Flink or Spark: their job server and SDK     | Beam's Python job server and an external worker pool       |
-| harnesses (corpus and instances)             | (flows/portable.py): the bundled sample's corpus, vocab    |
+| harnesses (corpus and instances)             | (flows/rehearsal/portable.py): the bundled sample's corpus, vocab    |
 |                                              | and instances through PortableRunner, byte for byte the    |
 |                                              | DirectRunner's                                             |
 | pretrain/gpu-vertex: a GPU job, 8 ranks      | the same hand-off (run_deployment) to a served deployment: |
@@ -25,7 +25,7 @@ baselines; week 2 continues from week 1's production model and its vocabulary an
 Then production is rolled back, as an operator would after a bad downstream report. Everything the runs
 write is in the emulated bucket; nothing but temporary folders is written locally.
 
-Before the weeks, on a server of its own, Prefect as a user drives it (flows/prefect_check.py):
+Before the weeks, on a server of its own, Prefect as a user drives it (flows/rehearsal/prefect_check.py):
 `albert deploy`, `prefect work-pool ls`, `deployment ls`, a real `prefect worker start --pool
 albert-process` running build-corpus/local to Completed, `prefect flow-run ls`.
 
@@ -275,7 +275,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from core import storage
     from flows.demo import summarize
-    from flows.gcs_emulator import create_bucket, local_gcs
+    from flows.rehearsal.gcs_emulator import create_bucket, local_gcs
     from flows.server import local_server
 
     options = config_cli.from_args(RehearseOptions, args)
@@ -296,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
             section(
                 "Beam's portable path: job submission, artifact staging, SDK harnesses (as on Flink, Spark)"
             )
-            from flows.portable import rehearse as rehearse_portable
+            from flows.rehearsal.portable import rehearse as rehearse_portable
 
             portable_ok = rehearse_portable(os.path.join(tmp, "portable"), say)
 
@@ -321,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
 
         if options.prefect_cli:
             section("Prefect as its users use it: albert deploy, the CLI's list commands, a process worker")
-            from flows.prefect_check import check as check_prefect_cli
+            from flows.rehearsal.prefect_check import check as check_prefect_cli
 
             check_prefect_cli(os.path.join(tmp, "prefect-check"), log=lambda line: say("  " + line))
 

@@ -39,7 +39,9 @@ RUN_NAME = "prefect-check-run"
 SAMPLE_ARTICLES = 50
 COMMAND_TIMEOUT_SECONDS = 180
 RUN_TIMEOUT_SECONDS = 600  # worker poll, the flow run's process, a Beam corpus of 50 articles (~35 s here)
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)  # flows/rehearsal/ -> root
 
 
 @dataclass
