@@ -85,14 +85,22 @@ def test_instances_on_a_full_disk_is_one_line_and_the_rerun_gives_the_same_recor
     assert records and same_files(out, ref, [*records, "stats.json"])
 
 
+@pytest.fixture(scope="module")
+def corpus_ref(tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("corpus") / "ref")
+    albert("corpus", "--source", "peoples-daily:", "--out", out).ok()
+    return out
+
+
 @pytest.mark.slow
-def test_corpus_on_a_full_disk_removes_its_spill_files_and_the_rerun_gives_the_same_corpus(tmp_path, mounts):
+def test_corpus_on_a_full_disk_removes_its_spill_files_and_the_rerun_gives_the_same_corpus(
+    tmp_path, mounts, corpus_ref
+):
     """The Beam run fails in a worker process (the default local runner): Beam hands the launcher the
     error as text; the line is the same, and `_tmp/` (spill files, pieces) is gone."""
     disk = mounts(str(tmp_path / "disk"), ROOMY)
-    out, ref = str(tmp_path / "disk" / "corpus"), str(tmp_path / "ref")
+    out, ref = str(tmp_path / "disk" / "corpus"), corpus_ref  # the module's run that met no fault
     args = ("corpus", "--source", "peoples-daily:")
-    albert(*args, "--out", ref).ok()
     disk.resize(size_k(os.path.join(ref, "docs-00000-of-00001.jsonl.gz"), 0.4))
 
     albert(*args, "--out", out).fails(1, *FULL, f"writing {out}/_tmp/")
@@ -231,13 +239,6 @@ def check_stopped(stopped, command: str, code: int, out: str) -> None:
     stopped.result.fails(code, f"albert {command}: interrupted: stopped by")
     assert stopped.workers_left == [], stopped.workers_left
     assert leftovers(out) == []
-
-
-@pytest.fixture(scope="module")
-def corpus_ref(tmp_path_factory) -> str:
-    out = str(tmp_path_factory.mktemp("corpus") / "ref")
-    albert("corpus", "--source", "peoples-daily:", "--out", out).ok()
-    return out
 
 
 @pytest.mark.slow
